@@ -1,0 +1,184 @@
+package amqp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Reply codes used for malformed input. They mirror what RabbitMQ sends (see
+// codec_test.go and the package notes): a method whose arguments cannot be
+// decoded is a frame error carrying the method's ids.
+const (
+	codeMalformedArgs = FrameError
+	codeUnknownMethod = CommandInvalid
+)
+
+// errShort is the sentinel a decoder records when input ends early.
+type decodeError struct{ msg string }
+
+func (e *decodeError) Error() string { return e.msg }
+
+var (
+	errTruncated = &decodeError{"truncated arguments"}
+	errTrailing  = &decodeError{"trailing bytes after arguments"}
+)
+
+// decoder reads big-endian AMQP primitives from b. The first failure is kept
+// in err; later reads return zero values, so generated code checks once.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+func (d *decoder) u8() uint8 {
+	if len(d.b) < 1 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) u16() uint16 {
+	if len(d.b) < 2 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := binary.BigEndian.Uint16(d.b)
+	d.b = d.b[2:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if len(d.b) < 4 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := binary.BigEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if len(d.b) < 8 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) timestamp() time.Time {
+	return timeFromWire(d.u64())
+}
+
+func (d *decoder) shortstr() string {
+	n := int(d.u8())
+	if d.err != nil {
+		return ""
+	}
+	if len(d.b) < n {
+		d.fail(errTruncated)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) longstr() string {
+	n := d.u32()
+	if d.err != nil {
+		return ""
+	}
+	if uint64(len(d.b)) < uint64(n) {
+		d.fail(errTruncated)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) table() Table {
+	if d.err != nil {
+		return nil
+	}
+	t, n, err := decodeTable(d.b)
+	if err != nil {
+		d.fail(err)
+		return nil
+	}
+	d.b = d.b[n:]
+	return t
+}
+
+// finish reports the first error, or an error if bytes remain unread.
+func (d *decoder) finish() error {
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return errTrailing
+	}
+	return nil
+}
+
+func noArgs(b []byte) error {
+	if len(b) != 0 {
+		return errTrailing
+	}
+	return nil
+}
+
+func appendU16(dst []byte, v uint16) []byte { return binary.BigEndian.AppendUint16(dst, v) }
+func appendU32(dst []byte, v uint32) []byte { return binary.BigEndian.AppendUint32(dst, v) }
+func appendU64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(dst, v) }
+
+func appendTimestamp(dst []byte, t time.Time) []byte { return appendU64(dst, timeToWire(t)) }
+
+func appendShortstr(dst []byte, s string) ([]byte, error) {
+	if len(s) > math.MaxUint8 {
+		return dst, fmt.Errorf("shortstr of %d bytes: %w", len(s), ErrStringTooLong)
+	}
+	dst = append(dst, uint8(len(s)))
+	return append(dst, s...), nil
+}
+
+func appendLongstr(dst []byte, s string) ([]byte, error) {
+	if uint64(len(s)) > math.MaxUint32 {
+		return dst, fmt.Errorf("longstr of %d bytes: %w", len(s), ErrStringTooLong)
+	}
+	dst = appendU32(dst, uint32(len(s)))
+	return append(dst, s...), nil
+}
+
+// timeFromWire converts AMQP's 64-bit POSIX seconds to UTC time.
+func timeFromWire(sec uint64) time.Time { return time.Unix(int64(sec), 0).UTC() }
+
+// timeToWire converts t to POSIX seconds; the zero time and times before
+// 1970 encode as 0.
+func timeToWire(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	s := t.Unix()
+	if s < 0 {
+		return 0
+	}
+	return uint64(s)
+}
+
+// codeBadFieldType is the code for a field table with an unknown value tag.
+const codeBadFieldType = SyntaxError

@@ -1,0 +1,198 @@
+package amqp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Frame layout sizes.
+const (
+	FrameHeaderSize = 7 // type(1) + channel(2) + size(4)
+	FrameOverhead   = 8 // FrameHeaderSize + frame-end(1)
+)
+
+// ProtocolHeader is the 8 bytes a client sends first.
+var ProtocolHeader = []byte("AMQP\x00\x00\x09\x01")
+
+// Frame is one decoded frame. Payload aliases the FrameReader's buffer and is
+// valid only until the next call to ReadFrame.
+type Frame struct {
+	Type    uint8
+	Channel uint16
+	Payload []byte
+}
+
+// FrameReader reads frames through an internal buffer, so many small frames
+// cost one read syscall. The buffer grows for large frames, never beyond the
+// maximum frame size, and the size field is checked before growing.
+//
+// A FrameReader is not safe for concurrent use.
+type FrameReader struct {
+	r        io.Reader
+	buf      []byte // len(buf) is the capacity in use
+	start    int    // first unconsumed byte
+	end      int    // end of valid data
+	maxFrame uint32 // total frame size limit incl. overhead; 0 = FrameMinSize
+}
+
+// NewFrameReader returns a reader with an initial buffer of bufSize bytes
+// (at least FrameMinSize).
+func NewFrameReader(r io.Reader, bufSize int) *FrameReader {
+	if bufSize < FrameMinSize {
+		bufSize = FrameMinSize
+	}
+	return &FrameReader{r: r, buf: make([]byte, bufSize)}
+}
+
+// SetMaxFrameSize sets the largest accepted frame, including the 8 bytes of
+// overhead, as negotiated by frame_max. 0 means FrameMinSize (the limit in
+// force before connection.tune-ok).
+func (fr *FrameReader) SetMaxFrameSize(n uint32) { fr.maxFrame = n }
+
+func (fr *FrameReader) limit() uint64 {
+	if fr.maxFrame == 0 {
+		return FrameMinSize
+	}
+	return uint64(fr.maxFrame)
+}
+
+// Buffered returns the number of bytes read from the underlying reader but not
+// yet returned as frames.
+func (fr *FrameReader) Buffered() int { return fr.end - fr.start }
+
+// ReadProtocolHeader reads the 8-byte protocol header through the buffer, so
+// frames pipelined behind it are not lost. The caller validates the bytes.
+func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
+	var h [8]byte
+	if err := fr.fill(8); err != nil {
+		return h, err
+	}
+	copy(h[:], fr.buf[fr.start:])
+	fr.start += 8
+	return h, nil
+}
+
+// ReadFrame reads the next frame. Errors from the underlying reader are
+// returned as they are (io.EOF at a frame boundary, io.ErrUnexpectedEOF
+// inside a frame). Protocol violations are *Error with code FrameError: an
+// unknown frame type, a size above the limit, or a bad frame-end octet.
+func (fr *FrameReader) ReadFrame() (Frame, error) {
+	if err := fr.fill(FrameHeaderSize); err != nil {
+		return Frame{}, err
+	}
+	h := fr.buf[fr.start:]
+	typ := h[0]
+	channel := binary.BigEndian.Uint16(h[1:])
+	size := binary.BigEndian.Uint32(h[3:])
+	switch typ {
+	case FrameMethod, FrameHeader, FrameBody, FrameHeartbeat:
+	default:
+		return Frame{}, Errorf(FrameError, 0, 0, "unknown frame type %d", typ)
+	}
+	if total := uint64(size) + FrameOverhead; total > fr.limit() {
+		return Frame{}, Errorf(FrameError, 0, 0, "frame size %d exceeds frame_max %d", total, fr.limit())
+	}
+	total := int(size) + FrameOverhead
+	if err := fr.fill(total); err != nil {
+		return Frame{}, err
+	}
+	f := fr.buf[fr.start : fr.start+total]
+	if f[total-1] != FrameEnd {
+		return Frame{}, Errorf(FrameError, 0, 0, "frame-end octet is 0x%02x, want 0xce", f[total-1])
+	}
+	fr.start += total
+	return Frame{Type: typ, Channel: channel, Payload: f[FrameHeaderSize : total-1 : total-1]}, nil
+}
+
+// fill ensures at least n bytes are buffered. n is bounded by the frame
+// limit, which callers check first.
+func (fr *FrameReader) fill(n int) error {
+	if fr.end-fr.start >= n {
+		return nil
+	}
+	if len(fr.buf)-fr.start < n {
+		if n > len(fr.buf) {
+			size := 2 * len(fr.buf)
+			if lim := fr.limit(); uint64(size) > lim {
+				size = int(lim)
+			}
+			if size < n {
+				size = n
+			}
+			nb := make([]byte, size)
+			fr.end = copy(nb, fr.buf[fr.start:fr.end])
+			fr.buf = nb
+		} else {
+			fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
+		}
+		fr.start = 0
+	}
+	for fr.end-fr.start < n {
+		k, err := fr.r.Read(fr.buf[fr.end:])
+		fr.end += k
+		if err != nil {
+			if fr.end-fr.start >= n {
+				return nil // report the error on the next call
+			}
+			if errors.Is(err, io.EOF) && fr.end != fr.start {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if k == 0 {
+			// A reader returning 0, nil repeatedly would spin; io.Reader
+			// discourages it, treat it like io.ReadFull does.
+			continue
+		}
+	}
+	return nil
+}
+
+// AppendHeartbeat appends a heartbeat frame (channel 0, empty payload).
+func AppendHeartbeat(dst []byte) []byte {
+	return append(dst, FrameHeartbeat, 0, 0, 0, 0, 0, 0, FrameEnd)
+}
+
+// AppendHeaderFrame appends a content header frame. rawProps is the property
+// flags and property list exactly as received (or from Properties.Append).
+func AppendHeaderFrame(dst []byte, channel uint16, classID uint16, bodySize uint64, rawProps []byte) []byte {
+	dst = append(dst, FrameHeader, byte(channel>>8), byte(channel))
+	dst = appendU32(dst, uint32(12+len(rawProps)))
+	dst = appendU16(dst, classID)
+	dst = appendU16(dst, 0) // weight
+	dst = appendU64(dst, bodySize)
+	dst = append(dst, rawProps...)
+	return append(dst, FrameEnd)
+}
+
+// AppendBodyFrames appends body as content body frames, each at most frameMax
+// bytes including the 8 bytes of overhead. frameMax 0 means no limit; values
+// below FrameMinSize are raised to FrameMinSize. An empty body appends
+// nothing.
+func AppendBodyFrames(dst []byte, channel uint16, body []byte, frameMax uint32) []byte {
+	chunk := len(body)
+	if frameMax != 0 {
+		if frameMax < FrameMinSize {
+			frameMax = FrameMinSize
+		}
+		if c := uint64(frameMax - FrameOverhead); c < uint64(chunk) {
+			chunk = int(c)
+		}
+	}
+	for len(body) > 0 {
+		n := min(chunk, len(body))
+		dst = append(dst, FrameBody, byte(channel>>8), byte(channel))
+		dst = appendU32(dst, uint32(n))
+		dst = append(dst, body[:n]...)
+		dst = append(dst, FrameEnd)
+		body = body[n:]
+	}
+	return dst
+}
+
+// String describes the frame for logs.
+func (f Frame) String() string {
+	return fmt.Sprintf("frame{type=%d channel=%d size=%d}", f.Type, f.Channel, len(f.Payload))
+}
