@@ -1,0 +1,104 @@
+package exchange
+
+import "github.com/warrenmq/warren/binding"
+
+// Lookup finds an exchange of the same vhost by name, or returns nil. It is
+// called with the vhost's read lock held and must not take it again.
+type Lookup func(name string) *Exchange
+
+// Scratch is per-goroutine working memory for RouteAll, so that routing does
+// not allocate in steady state. The zero value is ready to use; it must not be
+// shared by concurrent RouteAll calls.
+type Scratch struct {
+	dests  []binding.Destination
+	work   []*Exchange
+	seen   map[string]struct{} // exchanges visited (by name)
+	queues map[string]struct{} // queue names already in out
+}
+
+// RouteAll appends to out the names of the queues a message published to
+// start with key and headers reaches, each name once. start itself must be a
+// real exchange (the caller handles the default exchange "").
+//
+// It follows RabbitMQ's rabbit_exchange:route (verified against 3.10.8):
+//
+//   - Each exchange reached, start included, is routed once: exchange
+//     destinations are followed recursively and a cycle (including binding an
+//     exchange to itself) stops at an exchange already visited.
+//   - An exchange's alternate exchange is followed when that exchange's own
+//     bindings match nothing. A binding to another exchange counts as a match
+//     even if that exchange then routes nowhere, so the first exchange's AE is
+//     then not used; the second exchange's own AE is. Every exchange reached
+//     (through a binding or as an AE) applies its own AE, so AEs chain, and
+//     AE cycles stop at visited exchanges.
+//   - Exchanges lookup cannot find are skipped, as is an AE of "" (RabbitMQ's
+//     default exchange has no stored bindings, so such an AE routes nothing).
+//
+// The order of the names appended is unspecified.
+func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any, scratch *Scratch, out []string) []string {
+	if start == nil {
+		return out
+	}
+	s := scratch
+	if s == nil {
+		s = &Scratch{}
+	}
+	base := len(out)
+	work := append(s.work[:0], start)
+	visited := 0        // exchanges routed so far
+	seenInit := false   // s.seen holds this call's visited exchanges
+	queuesInit := false // s.queues holds out[base:]
+	for len(work) > 0 {
+		x := work[len(work)-1]
+		work = work[:len(work)-1]
+		visited++
+		dests := x.Route(key, headers, s.dests[:0])
+		if len(dests) == 0 && x.ae != "" {
+			dests = append(dests, binding.Destination{Kind: binding.Exchange, Name: x.ae})
+		}
+		if visited == 2 && !queuesInit {
+			// From the second exchange on, queue names may repeat.
+			queuesInit = true
+			s.queues = resetSet(s.queues)
+			for _, q := range out[base:] {
+				s.queues[q] = struct{}{}
+			}
+		}
+		for _, d := range dests {
+			if d.Kind == binding.Queue {
+				if queuesInit {
+					if _, dup := s.queues[d.Name]; dup {
+						continue
+					}
+					s.queues[d.Name] = struct{}{}
+				}
+				out = append(out, d.Name)
+				continue
+			}
+			if !seenInit {
+				seenInit = true
+				s.seen = resetSet(s.seen)
+				s.seen[start.Name] = struct{}{}
+			}
+			if _, dup := s.seen[d.Name]; dup {
+				continue
+			}
+			s.seen[d.Name] = struct{}{}
+			if next := lookup(d.Name); next != nil {
+				work = append(work, next)
+			}
+		}
+		s.dests = dests[:0]
+	}
+	clear(work[:cap(work)])
+	s.work = work[:0]
+	return out
+}
+
+func resetSet(m map[string]struct{}) map[string]struct{} {
+	if m == nil {
+		return make(map[string]struct{}, 16)
+	}
+	clear(m)
+	return m
+}
