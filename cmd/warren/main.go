@@ -1,0 +1,141 @@
+// Command warren is the Warren AMQP 0-9-1 broker.
+//
+// Every flag can also be set as an environment variable (WARREN_ and the
+// flag name in upper case with '-' as '_', e.g. WARREN_LISTEN) or in the
+// --config file (lines "name = value", '#' starts a comment). A flag on the
+// command line wins over the environment, which wins over the file.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "warren:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
+	listen := fs.String("listen", "0.0.0.0:5672", "AMQP listen address HOST:PORT")
+	dataDir := fs.String("data-dir", "./warren-data", "directory for durable state")
+	config := fs.String("config", "", "optional config file of 'name = value' lines")
+	user := fs.String("default-user", "guest", "user created at start-up")
+	pass := fs.String("default-pass", "guest", "password of the default user")
+	frameMax := fs.Uint("frame-max", 131072, "largest frame accepted, in bytes")
+	channelMax := fs.Uint("channel-max", 2047, "most channels per connection")
+	heartbeat := fs.Duration("heartbeat", 60*time.Second, "heartbeat interval offered to clients")
+	maxMessage := fs.Uint64("max-message-size", 128<<20, "largest message body accepted, in bytes")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "console", "console or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyEnvAndFile(fs, *config); err != nil {
+		return err
+	}
+
+	level, err := zerolog.ParseLevel(*logLevel)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	var log zerolog.Logger
+	if *logFormat == "json" {
+		log = zerolog.New(os.Stderr)
+	} else {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
+	}
+	log = log.Level(level).With().Timestamp().Logger()
+
+	if *channelMax > 65535 {
+		return fmt.Errorf("--channel-max %d is above 65535", *channelMax)
+	}
+	srv, err := server.New(server.Config{
+		Listen:         *listen,
+		DataDir:        *dataDir,
+		Users:          map[string]string{*user: *pass},
+		FrameMax:       uint32(*frameMax),
+		ChannelMax:     uint16(*channelMax),
+		Heartbeat:      *heartbeat,
+		MaxMessageSize: *maxMessage,
+		Log:            &log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return srv.Serve(ctx)
+}
+
+// applyEnvAndFile fills flags not given on the command line from WARREN_*
+// variables, then from the config file.
+func applyEnvAndFile(fs *flag.FlagSet, path string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fromFile := map[string]string{}
+	if path == "" {
+		path = os.Getenv("WARREN_CONFIG")
+	}
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				return fmt.Errorf("%s:%d: want 'name = value'", path, n)
+			}
+			k = strings.TrimSpace(k)
+			if fs.Lookup(k) == nil {
+				return fmt.Errorf("%s:%d: unknown setting %q", path, n, k)
+			}
+			fromFile[k] = strings.TrimSpace(v)
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := "WARREN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s: %w", env, e)
+			}
+			return
+		}
+		if v, ok := fromFile[f.Name]; ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("config %s: %w", f.Name, e)
+			}
+		}
+	})
+	return err
+}

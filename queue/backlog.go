@@ -1,0 +1,118 @@
+package queue
+
+import "container/heap"
+
+// Backlog keeps a queue's ready entries in Seq order. It is the storage seam:
+// the in-memory backlog below serves transient queues and tests; a
+// disk-paging backlog implements the same contract. A Backlog is guarded by
+// its queue's lock and is never used concurrently.
+type Backlog interface {
+	// Push appends an entry whose Seq is larger than any pushed before.
+	Push(e Entry)
+	// Requeue returns an entry that was taken earlier to its place by Seq.
+	Requeue(e Entry)
+	// Peek returns the first entry without removing it.
+	Peek() (Entry, bool)
+	// Pop removes and returns the first entry.
+	Pop() (Entry, bool)
+	// Len is the number of ready entries; Bytes their body bytes.
+	Len() int
+	Bytes() int64
+	// Purge drops every entry and returns how many there were.
+	Purge() int
+}
+
+// memBacklog is a FIFO ring of fresh entries plus a min-heap of requeued
+// ones. Every entry ever taken has a smaller Seq than every entry still in
+// the ring (entries leave from the head, new ones join at the tail), so a
+// requeued entry always belongs before the whole ring and the heap is
+// consulted first.
+type memBacklog struct {
+	ring     []Entry
+	head     int
+	n        int
+	requeued seqHeap
+	bytes    int64
+}
+
+// NewMemBacklog returns an empty in-memory backlog.
+func NewMemBacklog() Backlog { return &memBacklog{} }
+
+func (b *memBacklog) Push(e Entry) {
+	if b.n == len(b.ring) {
+		b.grow()
+	}
+	b.ring[(b.head+b.n)%len(b.ring)] = e
+	b.n++
+	b.bytes += e.Msg.Size()
+}
+
+func (b *memBacklog) grow() {
+	size := 2 * len(b.ring)
+	if size == 0 {
+		size = 16
+	}
+	ring := make([]Entry, size)
+	for i := 0; i < b.n; i++ {
+		ring[i] = b.ring[(b.head+i)%len(b.ring)]
+	}
+	b.ring, b.head = ring, 0
+}
+
+func (b *memBacklog) Requeue(e Entry) {
+	heap.Push(&b.requeued, e)
+	b.bytes += e.Msg.Size()
+}
+
+func (b *memBacklog) Peek() (Entry, bool) {
+	if len(b.requeued) > 0 {
+		return b.requeued[0], true
+	}
+	if b.n == 0 {
+		return Entry{}, false
+	}
+	return b.ring[b.head], true
+}
+
+func (b *memBacklog) Pop() (Entry, bool) {
+	var e Entry
+	switch {
+	case len(b.requeued) > 0:
+		e = heap.Pop(&b.requeued).(Entry)
+	case b.n > 0:
+		e = b.ring[b.head]
+		b.ring[b.head] = Entry{}
+		b.head = (b.head + 1) % len(b.ring)
+		b.n--
+		if b.n == 0 {
+			b.head = 0
+		}
+	default:
+		return Entry{}, false
+	}
+	b.bytes -= e.Msg.Size()
+	return e, true
+}
+
+func (b *memBacklog) Len() int     { return b.n + len(b.requeued) }
+func (b *memBacklog) Bytes() int64 { return b.bytes }
+
+func (b *memBacklog) Purge() int {
+	n := b.Len()
+	*b = memBacklog{}
+	return n
+}
+
+type seqHeap []Entry
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i].Seq < h[j].Seq }
+func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *seqHeap) Push(x any)        { *h = append(*h, x.(Entry)) }
+func (h *seqHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = Entry{}
+	*h = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,31 @@
+// Package queue holds one queue's ordered messages and its consumers: the
+// ready backlog, dispatch to consumers, requeue order and the exclusive and
+// auto-delete bookkeeping. It knows nothing of sockets or channels: it
+// delivers to the Consumer interface it declares and keeps messages behind
+// the Backlog interface, so a disk-backed backlog slots in unchanged.
+package queue
+
+// Message is one published message. It is immutable once published and may
+// be shared by many queues; a queue refers to it through an Entry.
+type Message struct {
+	Exchange   string
+	RoutingKey string
+	// Props is the content header's property flags and list exactly as the
+	// publisher sent them; deliveries forward it byte for byte.
+	Props []byte
+	Body  []byte
+	// Persistent is true for delivery-mode 2.
+	Persistent bool
+}
+
+// Size is the message's weight for byte-based accounting.
+func (m *Message) Size() int64 { return int64(len(m.Body)) }
+
+// Entry is a message's place in one queue.
+type Entry struct {
+	// Seq orders the queue: a requeued entry returns to the place its Seq
+	// gives it, ahead of every later message, as RabbitMQ does.
+	Seq         uint64
+	Msg         *Message
+	Redelivered bool
+}

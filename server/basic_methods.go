@@ -1,0 +1,328 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/warrenmq/warren/ack"
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/txn"
+)
+
+func (ch *channel) basicQos(m *amqp.BasicQos) error {
+	if m.PrefetchSize != 0 {
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "NOT_IMPLEMENTED - prefetch_size!=0 (%d)", m.PrefetchSize)
+	}
+	ch.mu.Lock()
+	if m.Global {
+		ch.globalPrefetch = m.PrefetchCount
+	} else {
+		ch.prefetch = m.PrefetchCount
+	}
+	ch.mu.Unlock()
+	ch.c.out.sendMethod(ch.id, &amqp.BasicQosOk{})
+	ch.kick()
+	return nil
+}
+
+func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.findQueue(name)
+	if err != nil {
+		return err
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = genName("amq.ctag-")
+	}
+	ch.mu.Lock()
+	if _, dup := ch.consumers[tag]; dup {
+		ch.mu.Unlock()
+		return amqp.Errorf(amqp.NotAllowed, 0, 0, "NOT_ALLOWED - attempt to reuse consumer tag '%s'", tag)
+	}
+	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.prefetch}
+	ch.mu.Unlock()
+
+	switch err := q.AddConsumer(tag, k, m.Exclusive); {
+	case errors.Is(err, queue.ErrExclusiveConsumer):
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
+	case errors.Is(err, queue.ErrHasConsumers):
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - cannot obtain exclusive access to queue '%s' in vhost '%s'", name, ch.c.vhost.name)
+	case errors.Is(err, queue.ErrDeleted):
+		return notFoundQueue(name, ch.c.vhost.name)
+	}
+	ch.mu.Lock()
+	ch.consumers[tag] = k
+	ch.mu.Unlock()
+	ch.c.registerConsumer(k)
+	// consume-ok must reach the client before the first delivery, so the
+	// consumer was added without dispatch; start it now.
+	if err := ch.reply(m.NoWait, &amqp.BasicConsumeOk{ConsumerTag: tag}); err != nil {
+		return err
+	}
+	q.Kick()
+	return nil
+}
+
+func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
+	ch.mu.Lock()
+	k := ch.consumers[m.ConsumerTag]
+	delete(ch.consumers, m.ConsumerTag)
+	ch.mu.Unlock()
+	if k != nil {
+		ch.c.unregisterConsumer(k)
+		if k.q.RemoveConsumer(k.tag, k) {
+			ch.c.vhost.deleteQueueIfUnused(k.q)
+		}
+	}
+	return ch.reply(m.NoWait, &amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+}
+
+// cancelByBroker drops consumer k whose queue was deleted and, if the client
+// understands it, tells it with basic.cancel. The caller holds the vhost
+// lock, so this must not call back into the vhost.
+func (ch *channel) cancelByBroker(k *consumer) {
+	ch.mu.Lock()
+	if ch.consumers[k.tag] != k {
+		ch.mu.Unlock()
+		return
+	}
+	delete(ch.consumers, k.tag)
+	closed := ch.closed
+	ch.mu.Unlock()
+	ch.c.unregisterConsumer(k)
+	if !closed && ch.c.caps.consumerCancelNotify {
+		ch.c.out.sendMethod(ch.id, &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true})
+	}
+}
+
+func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
+	ch.pub = &publishing{method: m}
+	return nil
+}
+
+// publishAssembled runs a publish whose content is complete.
+func (ch *channel) publishAssembled() error {
+	p := ch.pub
+	ch.pub = nil
+	err := ch.publish(p)
+	if err == nil {
+		return nil
+	}
+	// Errors of a publish name basic.publish.
+	if ae, ok := err.(*amqp.Error); ok {
+		if ae.ClassID == 0 && ae.MethodID == 0 {
+			ae.ClassID, ae.MethodID = 60, 40
+		}
+		if ae.Hard() {
+			return ae
+		}
+		ch.softError(ae)
+		return nil
+	}
+	return err
+}
+
+func (ch *channel) publish(p *publishing) error {
+	m := p.method
+	if m.Immediate {
+		return amqp.Errorf(amqp.NotImplemented, 60, 40, "NOT_IMPLEMENTED - immediate=true")
+	}
+	v := ch.c.vhost
+	v.mu.RLock()
+	e := v.exchanges[m.Exchange]
+	v.mu.RUnlock()
+	if e == nil {
+		return notFoundExchange(m.Exchange, v.name)
+	}
+	if e.Internal {
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, v.name)
+	}
+	if ch.tx != nil {
+		ch.tx.Publish(p)
+		return nil
+	}
+	ch.route(p)
+	if ch.confirm {
+		ch.confirmSeq++
+		ch.c.out.sendMethod(ch.id, &amqp.BasicAck{DeliveryTag: ch.confirmSeq})
+	}
+	return nil
+}
+
+// route delivers a complete publish to its queues, returning it to the
+// publisher when it is mandatory and unroutable.
+func (ch *channel) route(p *publishing) {
+	m := p.method
+	v := ch.c.vhost
+	msg := &queue.Message{
+		Exchange:   m.Exchange,
+		RoutingKey: m.RoutingKey,
+		Props:      p.props,
+		Body:       p.body,
+		Persistent: amqp.PropDeliveryMode(p.props) == 2,
+	}
+	s, _, ok := v.route(m.Exchange, m.RoutingKey, func() map[string]any {
+		h, _ := amqp.PropHeaders(p.props)
+		return map[string]any(h)
+	})
+	defer v.releaseScratch(s)
+	routed := false
+	for _, q := range s.queues {
+		if q.Enqueue(msg) {
+			routed = true
+		}
+	}
+	if ok && !routed && m.Mandatory {
+		ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
+			ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+		}, p.props, p.body, ch.c.frameMax)
+	}
+}
+
+func (ch *channel) basicGet(m *amqp.BasicGet) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.findQueue(name)
+	if err != nil {
+		return err
+	}
+	e, remaining, ok := q.Get()
+	if !ok {
+		return ch.c.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
+	}
+	ch.mu.Lock()
+	ch.nextTag++
+	tag := ch.nextTag
+	if !m.NoAck {
+		ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e})
+	}
+	err = ch.c.out.sendContent(ch.id, &amqp.BasicGetOk{
+		DeliveryTag: tag, Redelivered: e.Redelivered, Exchange: e.Msg.Exchange,
+		RoutingKey: e.Msg.RoutingKey, MessageCount: uint32(remaining),
+	}, e.Msg.Props, e.Msg.Body, ch.c.frameMax)
+	ch.mu.Unlock()
+	if m.NoAck {
+		q.Settle(1)
+	}
+	return err
+}
+
+// settle handles basic.ack, basic.nack and basic.reject.
+func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
+	ch.mu.Lock()
+	ds, ok := ch.unacked.Take(tag, multiple, nil)
+	limited := false
+	for _, d := range ds {
+		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
+			k.unacked--
+			ch.acking--
+			limited = limited || k.prefetch > 0 || ch.globalPrefetch > 0
+		}
+	}
+	ch.mu.Unlock()
+	if !ok {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - unknown delivery tag %d", tag)
+	}
+	s := txn.Settle{Deliveries: ds, Ack: isAck, Requeue: requeue}
+	if ch.tx != nil {
+		ch.tx.Settle(s)
+	} else {
+		applySettle(s)
+	}
+	if limited {
+		ch.kick()
+	}
+	return nil
+}
+
+// applySettle acknowledges, requeues or drops settled deliveries.
+func applySettle(s txn.Settle) {
+	if !s.Ack && s.Requeue {
+		requeueGrouped(s.Deliveries)
+		return
+	}
+	ds := s.Deliveries
+	for len(ds) > 0 {
+		q, n := ds[0].Queue, 1
+		for n < len(ds) && ds[n].Queue == q {
+			n++
+		}
+		q.Settle(n)
+		ds = ds[n:]
+	}
+}
+
+func (ch *channel) basicRecover(requeue, sync bool) error {
+	if !requeue {
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "NOT_IMPLEMENTED - requeue=false")
+	}
+	ch.mu.Lock()
+	ds := ch.unacked.TakeAll(nil)
+	for _, d := range ds {
+		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
+			k.unacked--
+			ch.acking--
+		}
+	}
+	ch.mu.Unlock()
+	requeueGrouped(ds)
+	if sync {
+		ch.c.out.sendMethod(ch.id, &amqp.BasicRecoverOk{})
+	}
+	return nil
+}
+
+func (ch *channel) txSelect() error {
+	if ch.confirm {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - cannot switch from confirm to tx mode")
+	}
+	if ch.tx == nil {
+		ch.tx = &txn.Tx[*publishing]{}
+	}
+	return ch.c.out.sendMethod(ch.id, &amqp.TxSelectOk{})
+}
+
+func (ch *channel) txCommit() error {
+	if ch.tx == nil {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - channel is not transactional")
+	}
+	pubs, settles := ch.tx.Take()
+	for _, p := range pubs {
+		ch.route(p)
+	}
+	for _, s := range settles {
+		applySettle(s)
+	}
+	return ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
+}
+
+func (ch *channel) txRollback() error {
+	if ch.tx == nil {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - channel is not transactional")
+	}
+	ds := ch.tx.Rollback()
+	ch.mu.Lock()
+	for _, d := range ds {
+		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
+			k.unacked++
+			ch.acking++
+		}
+	}
+	ch.unacked.Restore(ds)
+	ch.mu.Unlock()
+	return ch.c.out.sendMethod(ch.id, &amqp.TxRollbackOk{})
+}
+
+func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {
+	if ch.tx != nil {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - cannot switch from tx to confirm mode")
+	}
+	ch.confirm = true
+	return ch.reply(m.Nowait, &amqp.ConfirmSelectOk{})
+}

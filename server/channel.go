@@ -1,0 +1,339 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/warrenmq/warren/ack"
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/txn"
+)
+
+// channel is one AMQP channel. Fields above mu belong to the connection's
+// reader goroutine; fields below it are shared with queues delivering to
+// this channel's consumers and are guarded by mu. Lock order: queue, then
+// channel, then outbox.
+type channel struct {
+	c  *conn
+	id uint16
+
+	// closing is set once the broker sent channel.close; frames other than
+	// close and close-ok are discarded until the client answers.
+	closing bool
+	pub     *publishing // content being assembled, nil when expecting a method
+	// lastQueue is the most recently declared queue, for the empty queue
+	// name shortcut.
+	lastQueue  string
+	confirm    bool
+	confirmSeq uint64
+	tx         *txn.Tx[*publishing]
+	scratch    []ack.Delivery
+
+	mu             sync.Mutex
+	closed         bool
+	nextTag        uint64
+	unacked        ack.Unacked
+	consumers      map[string]*consumer
+	prefetch       uint16 // per-consumer limit for consumers started later
+	globalPrefetch uint16 // limit shared by the channel's consumers
+	acking         int    // unacked deliveries that count against prefetch
+	flowActive     bool
+}
+
+// publishing is a basic.publish with its content, as it is assembled from
+// frames.
+type publishing struct {
+	method   *amqp.BasicPublish
+	props    []byte
+	bodySize uint64
+	body     []byte
+	gotHdr   bool
+}
+
+// consumer is one basic.consume subscription.
+type consumer struct {
+	ch        *channel
+	tag       string
+	q         *queue.Queue
+	noAck     bool
+	exclusive bool
+	prefetch  uint16
+	unacked   int // guarded by ch.mu
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	return &channel{c: c, id: id, consumers: map[string]*consumer{}, flowActive: true}
+}
+
+// Deliver implements queue.Consumer.
+func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
+	ch := k.ch
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed || !ch.flowActive {
+		return queue.Refused
+	}
+	if !k.noAck {
+		if k.prefetch > 0 && k.unacked >= int(k.prefetch) {
+			return queue.Refused
+		}
+		if ch.globalPrefetch > 0 && ch.acking >= int(ch.globalPrefetch) {
+			return queue.Refused
+		}
+	}
+	out := ch.c.out
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if out.isFullLocked() {
+		return queue.Refused
+	}
+	ch.nextTag++
+	tag := ch.nextTag
+	m := e.Msg
+	err := out.sendContentLocked(ch.id, &amqp.BasicDeliver{
+		ConsumerTag: k.tag,
+		DeliveryTag: tag,
+		Redelivered: e.Redelivered,
+		Exchange:    m.Exchange,
+		RoutingKey:  m.RoutingKey,
+	}, m.Props, m.Body, ch.c.frameMax)
+	if err != nil {
+		ch.nextTag--
+		return queue.Refused
+	}
+	if k.noAck {
+		return queue.Settled
+	}
+	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Consumer: k})
+	k.unacked++
+	ch.acking++
+	return queue.Pending
+}
+
+// handleMethod runs one method frame on this channel. Soft errors close the
+// channel here; a returned *amqp.Error is a hard error.
+func (ch *channel) handleMethod(m amqp.Method) error {
+	if ch.closing {
+		switch m.(type) {
+		case *amqp.ChannelCloseOk:
+			delete(ch.c.channels, ch.id)
+		case *amqp.ChannelClose:
+			ch.c.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
+			delete(ch.c.channels, ch.id)
+		}
+		return nil
+	}
+	if ch.pub != nil {
+		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
+			"UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead")
+	}
+	err := ch.dispatch(m)
+	if err == nil {
+		return nil
+	}
+	ae, ok := err.(*amqp.Error)
+	if !ok {
+		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "INTERNAL_ERROR - %v", err)
+	}
+	if ae.ClassID == 0 && ae.MethodID == 0 {
+		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
+	}
+	if ae.Hard() {
+		return ae
+	}
+	ch.softError(ae)
+	return nil
+}
+
+// softError closes the channel with e: the broker sends channel.close,
+// releases the channel's resources at once and discards frames until the
+// client's close-ok.
+func (ch *channel) softError(e *amqp.Error) {
+	ch.c.log.Warn().Uint16("channel", ch.id).Uint16("code", e.Code).Str("reason", e.Text).
+		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing channel on error")
+	ch.shutdown()
+	ch.closing = true
+	ch.pub = nil
+	ch.c.out.sendMethod(ch.id, &amqp.ChannelClose{ReplyCode: e.Code, ReplyText: e.Text, ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
+}
+
+func (ch *channel) dispatch(m amqp.Method) error {
+	switch m := m.(type) {
+	case *amqp.ChannelClose:
+		ch.shutdown()
+		ch.c.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
+		delete(ch.c.channels, ch.id)
+		return nil
+	case *amqp.ChannelCloseOk:
+		return nil
+	case *amqp.ChannelFlow:
+		return ch.flow(m)
+	case *amqp.ChannelFlowOk:
+		return nil
+	case *amqp.ExchangeDeclare:
+		return ch.exchangeDeclare(m)
+	case *amqp.ExchangeDelete:
+		return ch.exchangeDelete(m)
+	case *amqp.ExchangeBind:
+		return ch.exchangeBind(m)
+	case *amqp.ExchangeUnbind:
+		return ch.exchangeUnbind(m)
+	case *amqp.QueueDeclare:
+		return ch.queueDeclare(m)
+	case *amqp.QueueBind:
+		return ch.queueBind(m)
+	case *amqp.QueueUnbind:
+		return ch.queueUnbind(m)
+	case *amqp.QueuePurge:
+		return ch.queuePurge(m)
+	case *amqp.QueueDelete:
+		return ch.queueDelete(m)
+	case *amqp.BasicQos:
+		return ch.basicQos(m)
+	case *amqp.BasicConsume:
+		return ch.basicConsume(m)
+	case *amqp.BasicCancel:
+		return ch.basicCancel(m)
+	case *amqp.BasicPublish:
+		return ch.basicPublish(m)
+	case *amqp.BasicGet:
+		return ch.basicGet(m)
+	case *amqp.BasicAck:
+		return ch.settle(m.DeliveryTag, m.Multiple, true, false)
+	case *amqp.BasicNack:
+		return ch.settle(m.DeliveryTag, m.Multiple, false, m.Requeue)
+	case *amqp.BasicReject:
+		return ch.settle(m.DeliveryTag, false, false, m.Requeue)
+	case *amqp.BasicRecover:
+		return ch.basicRecover(m.Requeue, true)
+	case *amqp.BasicRecoverAsync:
+		return ch.basicRecover(m.Requeue, false)
+	case *amqp.TxSelect:
+		return ch.txSelect()
+	case *amqp.TxCommit:
+		return ch.txCommit()
+	case *amqp.TxRollback:
+		return ch.txRollback()
+	case *amqp.ConfirmSelect:
+		return ch.confirmSelect(m)
+	case *amqp.ChannelOpen:
+		return amqp.Errorf(amqp.ChannelError, 20, 10, "CHANNEL_ERROR - second 'channel.open' seen")
+	}
+	if m.ClassID() == 10 {
+		return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - connection method on channel %d", ch.id)
+	}
+	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - method %s is not valid from a client", m.Name())
+}
+
+func (ch *channel) flow(m *amqp.ChannelFlow) error {
+	ch.mu.Lock()
+	ch.flowActive = m.Active
+	ch.mu.Unlock()
+	ch.c.out.sendMethod(ch.id, &amqp.ChannelFlowOk{Active: m.Active})
+	if m.Active {
+		ch.kick()
+	}
+	return nil
+}
+
+// shutdown releases everything the channel holds: consumers are cancelled
+// (auto-delete queues may go) and unacked messages requeued.
+func (ch *channel) shutdown() {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return
+	}
+	ch.closed = true
+	consumers := ch.consumers
+	ch.consumers = map[string]*consumer{}
+	pending := ch.unacked.TakeAll(nil)
+	ch.acking = 0
+	ch.mu.Unlock()
+
+	for _, k := range consumers {
+		ch.c.unregisterConsumer(k)
+		if k.q.RemoveConsumer(k.tag, k) {
+			ch.c.vhost.deleteQueueIfUnused(k.q)
+		}
+	}
+	requeueGrouped(pending)
+}
+
+// requeueGrouped returns deliveries to their queues, one call per run of
+// the same queue.
+func requeueGrouped(ds []ack.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	byQueue := map[*queue.Queue][]queue.Entry{}
+	var order []*queue.Queue
+	for _, d := range ds {
+		if _, ok := byQueue[d.Queue]; !ok {
+			order = append(order, d.Queue)
+		}
+		byQueue[d.Queue] = append(byQueue[d.Queue], d.Entry)
+	}
+	for _, q := range order {
+		q.Requeue(byQueue[q])
+	}
+}
+
+// kick re-offers messages to every consumer of this channel, after credit
+// came back.
+func (ch *channel) kick() {
+	ch.mu.Lock()
+	qs := make([]*queue.Queue, 0, len(ch.consumers))
+	for _, k := range ch.consumers {
+		qs = append(qs, k.q)
+	}
+	ch.mu.Unlock()
+	for _, q := range qs {
+		q.Kick()
+	}
+}
+
+// handleContent takes a content header or body frame.
+func (ch *channel) handleContent(f amqp.Frame) error {
+	if ch.closing {
+		return nil
+	}
+	p := ch.pub
+	if f.Type == amqp.FrameHeader {
+		if p == nil || p.gotHdr {
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "UNEXPECTED_FRAME - expected method frame, got non method frame instead")
+		}
+		h, err := amqp.DecodeContentHeader(f.Payload)
+		if err != nil {
+			return err
+		}
+		if h.ClassID != 60 {
+			return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - content header for class %d does not match method class 60", h.ClassID)
+		}
+		if h.BodySize > ch.c.srv.cfg.MaxMessageSize {
+			ch.pub = nil
+			ch.softError(amqp.Errorf(amqp.PreconditionFailed, 60, 40,
+				"PRECONDITION_FAILED - message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize))
+			return nil
+		}
+		p.gotHdr = true
+		p.props = append([]byte(nil), h.RawProps...)
+		p.bodySize = h.BodySize
+		if p.bodySize == 0 {
+			return ch.publishAssembled()
+		}
+		p.body = make([]byte, 0, p.bodySize)
+		return nil
+	}
+	if p == nil || !p.gotHdr {
+		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "UNEXPECTED_FRAME - expected method frame, got non method frame instead")
+	}
+	if uint64(len(p.body))+uint64(len(f.Payload)) > p.bodySize {
+		return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - body frame exceeds declared content size %d", p.bodySize)
+	}
+	p.body = append(p.body, f.Payload...)
+	if uint64(len(p.body)) == p.bodySize {
+		return ch.publishAssembled()
+	}
+	return nil
+}

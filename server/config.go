@@ -1,0 +1,63 @@
+package server
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config is everything a broker is started with. The zero value of a field
+// means its default.
+type Config struct {
+	// Listen is the AMQP listener address (default 0.0.0.0:5672).
+	Listen string
+	// DataDir is where durable state lives (default ./warren-data).
+	DataDir string
+	// Users maps user names to passwords (default guest/guest).
+	Users map[string]string
+	// FrameMax is the largest frame the broker accepts and offers in
+	// connection.tune (default 131072, RabbitMQ's).
+	FrameMax uint32
+	// ChannelMax is offered in connection.tune (default 2047, RabbitMQ's).
+	ChannelMax uint16
+	// Heartbeat is offered in connection.tune (default 60 s).
+	Heartbeat time.Duration
+	// HandshakeTimeout bounds the time from accept to connection.open
+	// (default 10 s, RabbitMQ's).
+	HandshakeTimeout time.Duration
+	// MaxMessageSize is the largest message body accepted (default 128 MiB).
+	MaxMessageSize uint64
+	// Log receives the broker's structured logs (default: disabled).
+	Log *zerolog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = "0.0.0.0:5672"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./warren-data"
+	}
+	if c.Users == nil {
+		c.Users = map[string]string{"guest": "guest"}
+	}
+	if c.FrameMax == 0 {
+		c.FrameMax = 131072
+	}
+	if c.ChannelMax == 0 {
+		c.ChannelMax = 2047
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 60 * time.Second
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 128 << 20
+	}
+	if c.Log == nil {
+		l := zerolog.Nop()
+		c.Log = &l
+	}
+}

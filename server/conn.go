@@ -1,0 +1,517 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// conn is one client connection. The reader goroutine (serve) owns the
+// channel table and runs every method handler; the writer goroutine
+// (outbox.writeLoop) owns the socket's write side.
+type conn struct {
+	srv *Server
+	id  uint64
+	nc  net.Conn
+	log zerolog.Logger
+	fr  *amqp.FrameReader
+	out *outbox
+
+	// Negotiated in the handshake; read-only afterwards.
+	user       string
+	vhost      *vhost
+	frameMax   uint32
+	channelMax uint16
+	heartbeat  atomic.Int64 // time.Duration; 0 = off
+	caps       clientCaps
+
+	channels map[uint16]*channel // reader goroutine only
+
+	// closing is set once the broker has sent connection.close; every
+	// frame but close and close-ok is then discarded.
+	closing bool
+
+	forceOnce sync.Once
+
+	consMu    sync.Mutex
+	consumers map[*consumer]struct{}
+}
+
+type clientCaps struct {
+	consumerCancelNotify bool
+	connectionBlocked    bool
+	authFailureClose     bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	id := s.nextID.Add(1)
+	return &conn{
+		srv:      s,
+		id:       id,
+		nc:       nc,
+		log:      s.log.With().Uint64("conn", id).Str("peer", nc.RemoteAddr().String()).Logger(),
+		out:      newOutbox(),
+		channels: map[uint16]*channel{},
+		frameMax: amqp.FrameMinSize,
+	}
+}
+
+// errClosed ends the reader loop after an orderly close.
+var errClosed = errors.New("connection closed")
+
+// serve runs the connection to its end: handshake, frames, cleanup.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	go c.out.writeLoop(c.nc, func() time.Duration { return time.Duration(c.heartbeat.Load()) }, c.kickConsumers)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("connection handler panicked")
+			c.sendClose(amqp.Errorf(amqp.InternalError, 0, 0, "INTERNAL_ERROR"))
+		}
+		c.cleanup()
+		c.out.close()
+		select {
+		case <-c.out.flushed:
+		case <-time.After(5 * time.Second):
+		}
+	}()
+
+	c.nc.SetDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
+	if err := c.handshake(); err != nil {
+		var ae *amqp.Error
+		switch {
+		case errors.As(err, &ae):
+			c.log.Warn().Uint16("code", ae.Code).Str("reason", ae.Text).Msg("handshake refused")
+		case errors.Is(err, io.EOF):
+		default:
+			c.log.Debug().Err(err).Msg("handshake failed")
+		}
+		return
+	}
+	c.nc.SetDeadline(time.Time{})
+	c.log = c.log.With().Str("user", c.user).Logger()
+	c.log.Info().Str("vhost", c.vhost.name).Msg("connection opened")
+
+	err := c.readLoop()
+	switch {
+	case err == nil, errors.Is(err, errClosed):
+		c.log.Info().Msg("connection closed")
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.log.Info().Msg("connection closed abruptly by client")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Warn().Msg("missed heartbeats from client, closing connection")
+	default:
+		c.log.Warn().Err(err).Msg("connection error")
+	}
+}
+
+// forceClose asks the connection to close with 320 CONNECTION_FORCED, from
+// any goroutine.
+func (c *conn) forceClose(reason string) {
+	c.forceOnce.Do(func() {
+		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "CONNECTION_FORCED - %s", reason))
+		// Give the client a moment to answer close-ok, then cut the socket.
+		time.AfterFunc(2*time.Second, func() { c.nc.Close() })
+	})
+}
+
+// sendClose sends connection.close for e.
+func (c *conn) sendClose(e *amqp.Error) {
+	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
+}
+
+// hardError closes the connection for a connection-level exception: the
+// broker sends connection.close and then waits, discarding frames, for
+// close-ok.
+func (c *conn) hardError(e *amqp.Error) error {
+	c.log.Warn().Uint16("code", e.Code).Str("reason", e.Text).
+		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing connection on error")
+	c.sendClose(e)
+	c.closing = true
+	c.cleanupChannels()
+	// RabbitMQ waits a bounded time for close-ok.
+	c.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	return nil
+}
+
+func (c *conn) readLoop() error {
+	timeout := 2 * time.Duration(c.heartbeat.Load())
+	for {
+		if timeout > 0 && c.fr.Buffered() == 0 && !c.closing {
+			c.nc.SetReadDeadline(time.Now().Add(timeout))
+		}
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) && !c.closing {
+				c.hardError(ae)
+				continue
+			}
+			if c.closing {
+				return errClosed
+			}
+			return err
+		}
+		if err := c.handleFrame(f); err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) {
+				if c.closing {
+					continue
+				}
+				c.hardError(ae)
+				continue
+			}
+			return err
+		}
+	}
+}
+
+// handleFrame routes one frame. A returned *amqp.Error is a hard error.
+func (c *conn) handleFrame(f amqp.Frame) error {
+	if c.closing {
+		// After connection.close only close and close-ok count.
+		if f.Type != amqp.FrameMethod || f.Channel != 0 {
+			return nil
+		}
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			return nil
+		}
+		switch m.(type) {
+		case *amqp.ConnectionCloseOk:
+			return errClosed
+		case *amqp.ConnectionClose:
+			c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
+			return errClosed
+		}
+		return nil
+	}
+	switch f.Type {
+	case amqp.FrameHeartbeat:
+		if f.Channel != 0 {
+			return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - heartbeat frame on non-zero channel %d", f.Channel)
+		}
+		return nil
+	case amqp.FrameMethod:
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			return err
+		}
+		if f.Channel == 0 {
+			return c.handleConnectionMethod(m)
+		}
+		return c.handleChannelMethod(f.Channel, m)
+	case amqp.FrameHeader, amqp.FrameBody:
+		if f.Channel == 0 {
+			return amqp.Errorf(amqp.CommandInvalid, 0, 0, "COMMAND_INVALID - content frame on channel 0")
+		}
+		ch := c.channels[f.Channel]
+		if ch == nil {
+			return amqp.Errorf(amqp.ChannelError, 0, 0, "CHANNEL_ERROR - expected 'channel.open'")
+		}
+		return ch.handleContent(f)
+	}
+	return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - unknown frame type %d", f.Type)
+}
+
+func (c *conn) handleConnectionMethod(m amqp.Method) error {
+	switch m.(type) {
+	case *amqp.ConnectionClose:
+		c.cleanupChannels()
+		c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
+		return errClosed
+	case *amqp.ConnectionCloseOk:
+		return errClosed
+	}
+	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - unexpected method %s on channel 0", m.Name())
+}
+
+func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
+	ch := c.channels[id]
+	if _, ok := m.(*amqp.ChannelOpen); ok {
+		if ch != nil {
+			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "CHANNEL_ERROR - second 'channel.open' seen")
+		}
+		if id > c.channelMax {
+			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "CHANNEL_ERROR - channel id %d greater than channel max %d", id, c.channelMax)
+		}
+		c.channels[id] = newChannel(c, id)
+		c.out.sendMethod(id, &amqp.ChannelOpenOk{})
+		return nil
+	}
+	if ch == nil {
+		if m.ClassID() == 10 {
+			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - connection method on channel %d", id)
+		}
+		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "CHANNEL_ERROR - expected 'channel.open'")
+	}
+	return ch.handleMethod(m)
+}
+
+// cleanupChannels closes every channel: consumers cancelled, unacked
+// messages requeued.
+func (c *conn) cleanupChannels() {
+	for id, ch := range c.channels {
+		ch.shutdown()
+		delete(c.channels, id)
+	}
+}
+
+// cleanup runs when the connection ends.
+func (c *conn) cleanup() {
+	c.cleanupChannels()
+	if c.vhost != nil {
+		c.vhost.deleteExclusive(c.id)
+	}
+}
+
+// kickConsumers re-offers messages to this connection's consumers after its
+// outbound buffer drained. It runs on the writer goroutine.
+func (c *conn) kickConsumers() {
+	// The channel table belongs to the reader; consumers are reached
+	// through a snapshot kept under the consumer registry lock.
+	for _, q := range c.consumedQueues() {
+		q.Kick()
+	}
+}
+
+// handshake runs protocol header, start, tune and open.
+func (c *conn) handshake() error {
+	var hdr [8]byte
+	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
+		return err
+	}
+	if !bytes.Equal(hdr[:], amqp.ProtocolHeader) {
+		c.nc.Write(amqp.ProtocolHeader)
+		return fmt.Errorf("bad protocol header %q", hdr[:])
+	}
+	c.fr = amqp.NewFrameReader(c.nc, 64<<10)
+	c.fr.SetMaxFrameSize(c.srv.cfg.FrameMax)
+
+	c.out.sendMethod(0, &amqp.ConnectionStart{
+		VersionMajor:     0,
+		VersionMinor:     9,
+		ServerProperties: serverProperties(),
+		Mechanisms:       "PLAIN AMQPLAIN",
+		Locales:          "en_US",
+	})
+	var startOk *amqp.ConnectionStartOk
+	if err := expectMethod(c, &startOk); err != nil {
+		return err
+	}
+	c.caps = readClientCaps(startOk.ClientProperties)
+	user, pass, err := credentials(startOk.Mechanism, startOk.Response)
+	if err != nil {
+		return c.refuse(err.(*amqp.Error))
+	}
+	if want, ok := c.srv.cfg.Users[user]; !ok || want != pass {
+		e := amqp.Errorf(amqp.AccessRefused, 0, 0,
+			"ACCESS_REFUSED - Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
+		if !c.caps.authFailureClose {
+			return e
+		}
+		return c.refuse(e)
+	}
+	c.user = user
+
+	c.out.sendMethod(0, &amqp.ConnectionTune{
+		ChannelMax: c.srv.cfg.ChannelMax,
+		FrameMax:   c.srv.cfg.FrameMax,
+		Heartbeat:  uint16(c.srv.cfg.Heartbeat / time.Second),
+	})
+	var tuneOk *amqp.ConnectionTuneOk
+	if err := expectMethod(c, &tuneOk); err != nil {
+		return err
+	}
+	if err := c.applyTune(tuneOk); err != nil {
+		return c.refuse(err.(*amqp.Error))
+	}
+
+	var open *amqp.ConnectionOpen
+	if err := expectMethod(c, &open); err != nil {
+		return err
+	}
+	vh := c.srv.vhost(open.VirtualHost)
+	if vh == nil {
+		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "NOT_ALLOWED - vhost %s not found", open.VirtualHost))
+	}
+	c.vhost = vh
+	c.out.sendMethod(0, &amqp.ConnectionOpenOk{})
+	return nil
+}
+
+// refuse sends connection.close for e during the handshake and waits
+// briefly for close-ok.
+func (c *conn) refuse(e *amqp.Error) error {
+	c.sendClose(e)
+	c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return e
+		}
+		if f.Type == amqp.FrameMethod && f.Channel == 0 {
+			if m, err := amqp.DecodeMethod(f.Payload); err == nil {
+				if _, ok := m.(*amqp.ConnectionCloseOk); ok {
+					return e
+				}
+			}
+		}
+	}
+}
+
+// expect reads the next frame of the handshake, which must be a method on
+// channel 0 of the type *dst points to.
+func expectMethod[M amqp.Method](c *conn, dst *M) error {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) {
+				return c.refuse(ae)
+			}
+			return err
+		}
+		if f.Type == amqp.FrameHeartbeat {
+			continue
+		}
+		if f.Type != amqp.FrameMethod || f.Channel != 0 {
+			return c.refuse(amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "UNEXPECTED_FRAME - frame type %d during handshake", f.Type))
+		}
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) {
+				return c.refuse(ae)
+			}
+			return err
+		}
+		want, ok := m.(M)
+		if !ok {
+			if _, isClose := m.(*amqp.ConnectionClose); isClose {
+				c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
+				return errClosed
+			}
+			return c.refuse(amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - unexpected method %s during handshake", m.Name()))
+		}
+		*dst = want
+		return nil
+	}
+}
+
+func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
+	fm := t.FrameMax
+	if fm == 0 || fm > c.srv.cfg.FrameMax {
+		if fm > c.srv.cfg.FrameMax {
+			return amqp.Errorf(amqp.NotAllowed, 10, 31, "NOT_ALLOWED - negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
+		}
+		fm = c.srv.cfg.FrameMax
+	}
+	if fm < amqp.FrameMinSize {
+		return amqp.Errorf(amqp.NotAllowed, 10, 31, "NOT_ALLOWED - frame_max=%d < %d min size", fm, amqp.FrameMinSize)
+	}
+	c.frameMax = fm
+	c.fr.SetMaxFrameSize(fm)
+	cm := t.ChannelMax
+	if cm == 0 || cm > c.srv.cfg.ChannelMax {
+		cm = c.srv.cfg.ChannelMax
+	}
+	c.channelMax = cm
+	c.heartbeat.Store(int64(time.Duration(t.Heartbeat) * time.Second))
+	c.out.signal() // the writer picks up the heartbeat interval
+	return nil
+}
+
+func serverProperties() amqp.Table {
+	return amqp.Table{
+		"product":      "Warren",
+		"version":      "0.1.0",
+		"platform":     "Go",
+		"copyright":    "The Warren authors",
+		"information":  "Licensed under the MPL 2.0",
+		"cluster_name": "warren",
+		"capabilities": amqp.Table{
+			"publisher_confirms":           true,
+			"exchange_exchange_bindings":   true,
+			"basic.nack":                   true,
+			"consumer_cancel_notify":       true,
+			"connection.blocked":           true,
+			"per_consumer_qos":             true,
+			"authentication_failure_close": true,
+		},
+	}
+}
+
+func readClientCaps(props amqp.Table) clientCaps {
+	caps, _ := props["capabilities"].(amqp.Table)
+	flag := func(name string) bool { v, _ := caps[name].(bool); return v }
+	return clientCaps{
+		consumerCancelNotify: flag("consumer_cancel_notify"),
+		connectionBlocked:    flag("connection.blocked"),
+		authFailureClose:     flag("authentication_failure_close"),
+	}
+}
+
+// credentials decodes a PLAIN or AMQPLAIN response.
+func credentials(mechanism, response string) (user, pass string, err error) {
+	switch mechanism {
+	case "PLAIN":
+		parts := bytes.SplitN([]byte(response), []byte{0}, 3)
+		if len(parts) != 3 {
+			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile.")
+		}
+		return string(parts[1]), string(parts[2]), nil
+	case "AMQPLAIN":
+		// A field table without its length prefix.
+		b := make([]byte, 4+len(response))
+		binary.BigEndian.PutUint32(b, uint32(len(response)))
+		copy(b[4:], response)
+		t, _, err := amqp.DecodeTable(b)
+		if err != nil {
+			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.")
+		}
+		user, _ = t["LOGIN"].(string)
+		pass, _ = t["PASSWORD"].(string)
+		return user, pass, nil
+	}
+	return "", "", amqp.Errorf(amqp.CommandInvalid, 10, 11, "COMMAND_INVALID - unknown authentication mechanism '%s'", mechanism)
+}
+
+// registerConsumer and unregisterConsumer keep the set of consumers the
+// writer goroutine kicks when the outbound buffer drains.
+func (c *conn) registerConsumer(k *consumer) {
+	c.consMu.Lock()
+	if c.consumers == nil {
+		c.consumers = map[*consumer]struct{}{}
+	}
+	c.consumers[k] = struct{}{}
+	c.consMu.Unlock()
+}
+
+func (c *conn) unregisterConsumer(k *consumer) {
+	c.consMu.Lock()
+	delete(c.consumers, k)
+	c.consMu.Unlock()
+}
+
+func (c *conn) consumedQueues() []*queue.Queue {
+	c.consMu.Lock()
+	defer c.consMu.Unlock()
+	qs := make([]*queue.Queue, 0, len(c.consumers))
+	for k := range c.consumers {
+		qs = append(qs, k.q)
+	}
+	return qs
+}

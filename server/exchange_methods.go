@@ -1,0 +1,153 @@
+package server
+
+import (
+	"errors"
+	"maps"
+	"strings"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/exchange"
+)
+
+func notFoundExchange(name, vhost string) *amqp.Error {
+	return amqp.Errorf(amqp.NotFound, 0, 0, "NOT_FOUND - no exchange '%s' in vhost '%s'", name, vhost)
+}
+
+func defaultExchangeRefused() *amqp.Error {
+	return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - operation not permitted on the default exchange")
+}
+
+func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
+	v := ch.c.vhost
+	if m.Exchange == "" {
+		return defaultExchangeRefused()
+	}
+	if m.Passive {
+		v.mu.RLock()
+		e := v.exchanges[m.Exchange]
+		v.mu.RUnlock()
+		if e == nil {
+			return notFoundExchange(m.Exchange, v.name)
+		}
+		return ch.reply(m.NoWait, &amqp.ExchangeDeclareOk{})
+	}
+	kind, ok := exchange.ParseKind(m.Type)
+	if !ok {
+		return amqp.Errorf(amqp.CommandInvalid, 0, 0, "COMMAND_INVALID - %s", exchange.UnknownKindText(m.Type))
+	}
+	if strings.HasPrefix(m.Exchange, "amq.") {
+		return amqp.Errorf(amqp.AccessRefused, 0, 0,
+			"ACCESS_REFUSED - exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+	}
+	d := exchange.Decl{
+		Name: m.Exchange, Kind: kind, Durable: m.Durable, AutoDelete: m.AutoDelete,
+		Internal: m.Internal, Args: cloneArgs(m.Arguments),
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e := v.exchanges[m.Exchange]; e != nil {
+		var ie *exchange.InequivalentError
+		if err := e.CheckEquivalent(d); errors.As(err, &ie) {
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %s", ie.ReplyText(v.name))
+		}
+	} else {
+		var ate *exchange.ArgTypeError
+		if err := exchange.ValidateArgs(d.Args); errors.As(err, &ate) {
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %s", ate.ReplyText(m.Exchange, v.name))
+		}
+		v.addExchange(d)
+	}
+	return ch.reply(m.NoWait, &amqp.ExchangeDeclareOk{})
+}
+
+func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
+	v := ch.c.vhost
+	if m.Exchange == "" {
+		return defaultExchangeRefused()
+	}
+	if strings.HasPrefix(m.Exchange, "amq.") {
+		return amqp.Errorf(amqp.AccessRefused, 0, 0,
+			"ACCESS_REFUSED - exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e := v.exchanges[m.Exchange]
+	if e == nil {
+		// RabbitMQ answers delete-ok for a missing exchange.
+		return ch.reply(m.NoWait, &amqp.ExchangeDeleteOk{})
+	}
+	if m.IfUnused && e.HasBindings() {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - exchange '%s' in vhost '%s' in use", m.Exchange, v.name)
+	}
+	v.removeExchange(e)
+	return ch.reply(m.NoWait, &amqp.ExchangeDeleteOk{})
+}
+
+func (ch *channel) exchangeBind(m *amqp.ExchangeBind) error {
+	return ch.bindExchanges(m.Destination, m.Source, m.RoutingKey, m.Arguments, true, m.NoWait)
+}
+
+func (ch *channel) exchangeUnbind(m *amqp.ExchangeUnbind) error {
+	return ch.bindExchanges(m.Destination, m.Source, m.RoutingKey, m.Arguments, false, m.NoWait)
+}
+
+func (ch *channel) bindExchanges(dst, src, key string, args amqp.Table, bind, noWait bool) error {
+	if dst == "" || src == "" {
+		return defaultExchangeRefused()
+	}
+	b := binding.Binding{Dest: binding.Destination{Kind: binding.Exchange, Name: dst}, Key: key, Args: cloneArgs(args)}
+	if err := ch.c.vhost.changeBinding(src, b, bind); err != nil {
+		return err
+	}
+	if bind {
+		return ch.reply(noWait, &amqp.ExchangeBindOk{})
+	}
+	return ch.reply(noWait, &amqp.ExchangeUnbindOk{})
+}
+
+func cloneArgs(t amqp.Table) map[string]any {
+	if len(t) == 0 {
+		return nil
+	}
+	return maps.Clone(map[string]any(t))
+}
+
+// changeBinding adds or removes b on exchange src after checking that both
+// ends exist.
+func (v *vhost) changeBinding(src string, b binding.Binding, bind bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e := v.exchanges[src]
+	if e == nil {
+		return notFoundExchange(src, v.name)
+	}
+	switch b.Dest.Kind {
+	case binding.Exchange:
+		if v.exchanges[b.Dest.Name] == nil {
+			return notFoundExchange(b.Dest.Name, v.name)
+		}
+	case binding.Queue:
+		if v.queues[b.Dest.Name] == nil {
+			return notFoundQueue(b.Dest.Name, v.name)
+		}
+	}
+	if bind {
+		if _, err := e.Bind(b); err != nil {
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %v", err)
+		}
+		return nil
+	}
+	if e.Unbind(b) {
+		v.maybeAutoDeleteExchange(e)
+	}
+	return nil
+}
+
+// reply sends m unless the client asked for no-wait.
+func (ch *channel) reply(noWait bool, m amqp.Method) error {
+	if noWait {
+		return nil
+	}
+	return ch.c.out.sendMethod(ch.id, m)
+}

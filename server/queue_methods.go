@@ -1,0 +1,239 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/queue"
+)
+
+func notFoundQueue(name, vhost string) *amqp.Error {
+	return amqp.Errorf(amqp.NotFound, 0, 0, "NOT_FOUND - no queue '%s' in vhost '%s'", name, vhost)
+}
+
+func lockedQueue(name, vhost string) *amqp.Error {
+	return amqp.Errorf(amqp.ResourceLocked, 0, 0,
+		"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '%s' in vhost '%s'. "+
+			"It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.",
+		name, vhost)
+}
+
+// queueName applies the empty-name shortcut: "" means the queue most
+// recently declared on this channel.
+func (ch *channel) queueName(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if ch.lastQueue == "" {
+		return "", amqp.Errorf(amqp.NotFound, 0, 0, "NOT_FOUND - no previously declared queue")
+	}
+	return ch.lastQueue, nil
+}
+
+// findQueue looks a queue up for an operation by this connection: 404 when
+// missing, 405 when another connection holds it exclusively.
+func (ch *channel) findQueue(name string) (*queue.Queue, error) {
+	v := ch.c.vhost
+	v.mu.RLock()
+	q := v.queues[name]
+	v.mu.RUnlock()
+	if q == nil {
+		return nil, notFoundQueue(name, v.name)
+	}
+	if q.Exclusive && q.Owner != ch.c.id {
+		return nil, lockedQueue(name, v.name)
+	}
+	return q, nil
+}
+
+// queueArgsCompared are the arguments whose values must match on
+// re-declaration, as RabbitMQ checks them.
+var queueArgsCompared = []string{
+	"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes", "x-max-priority",
+	"x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-queue-mode",
+	"x-queue-type", "x-single-active-consumer", "x-queue-master-locator", "x-delivery-limit",
+}
+
+func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
+	v := ch.c.vhost
+	name := m.Queue
+	if m.Passive {
+		var err error
+		if name, err = ch.queueName(name); err != nil {
+			return err
+		}
+		q, err := ch.findQueue(name)
+		if err != nil {
+			return err
+		}
+		st := q.Stats()
+		ch.lastQueue = name
+		return ch.reply(m.NoWait, &amqp.QueueDeclareOk{Queue: name, MessageCount: uint32(st.Ready), ConsumerCount: uint32(st.Consumers)})
+	}
+	if name == "" {
+		name = genName("amq.gen-")
+	} else if strings.HasPrefix(name, "amq.") {
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - queue name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	d := queue.Decl{
+		Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
+		Args: cloneArgs(m.Arguments),
+	}
+	if m.Exclusive {
+		d.Owner = ch.c.id
+	}
+	v.mu.Lock()
+	q := v.queues[name]
+	if q != nil {
+		if q.Exclusive && q.Owner != ch.c.id {
+			v.mu.Unlock()
+			return lockedQueue(name, v.name)
+		}
+		if arg, got, have := queueDifference(q.Decl, d); arg != "" {
+			v.mu.Unlock()
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
+				"PRECONDITION_FAILED - inequivalent arg '%s' for queue '%s' in vhost '%s': received '%v' but current is '%v'",
+				arg, name, v.name, got, have)
+		}
+	} else {
+		q = queue.New(d, nil)
+		v.queues[name] = q
+	}
+	v.mu.Unlock()
+	ch.lastQueue = name
+	st := q.Stats()
+	return ch.reply(m.NoWait, &amqp.QueueDeclareOk{Queue: name, MessageCount: uint32(st.Ready), ConsumerCount: uint32(st.Consumers)})
+}
+
+func queueDifference(have, got queue.Decl) (arg string, g, h any) {
+	switch {
+	case have.Durable != got.Durable:
+		return "durable", got.Durable, have.Durable
+	case have.AutoDelete != got.AutoDelete:
+		return "auto_delete", got.AutoDelete, have.AutoDelete
+	}
+	for _, k := range queueArgsCompared {
+		if !reflect.DeepEqual(normalizeArg(have.Args[k]), normalizeArg(got.Args[k])) {
+			return k, fmtArg(got.Args[k]), fmtArg(have.Args[k])
+		}
+	}
+	return "", nil, nil
+}
+
+// normalizeArg makes integer arguments of different widths compare equal,
+// as RabbitMQ compares numbers by value.
+func normalizeArg(v any) any {
+	switch n := v.(type) {
+	case int8:
+		return int64(n)
+	case uint8:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case uint16:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case uint32:
+		return int64(n)
+	case int:
+		return int64(n)
+	case uint64:
+		return int64(n)
+	}
+	return v
+}
+
+func (ch *channel) queueBind(m *amqp.QueueBind) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	key := m.RoutingKey
+	if m.Queue == "" && key == "" {
+		key = name
+	}
+	if m.Exchange == "" {
+		return defaultExchangeRefused()
+	}
+	if _, err := ch.findQueue(name); err != nil {
+		return err
+	}
+	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(m.Arguments)}
+	if err := ch.c.vhost.changeBinding(m.Exchange, b, true); err != nil {
+		return err
+	}
+	return ch.reply(m.NoWait, &amqp.QueueBindOk{})
+}
+
+func (ch *channel) queueUnbind(m *amqp.QueueUnbind) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	key := m.RoutingKey
+	if m.Queue == "" && key == "" {
+		key = name
+	}
+	if m.Exchange == "" {
+		return defaultExchangeRefused()
+	}
+	if _, err := ch.findQueue(name); err != nil {
+		return err
+	}
+	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(m.Arguments)}
+	if err := ch.c.vhost.changeBinding(m.Exchange, b, false); err != nil {
+		return err
+	}
+	return ch.reply(false, &amqp.QueueUnbindOk{})
+}
+
+func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.findQueue(name)
+	if err != nil {
+		return err
+	}
+	n := q.Purge()
+	return ch.reply(m.NoWait, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
+}
+
+func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.findQueue(name)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			// RabbitMQ answers delete-ok for a missing queue.
+			return ch.reply(m.NoWait, &amqp.QueueDeleteOk{})
+		}
+		return err
+	}
+	n, err := ch.c.vhost.deleteQueue(q, m.IfUnused, m.IfEmpty)
+	switch {
+	case errors.Is(err, queue.ErrInUse):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - queue '%s' in vhost '%s' in use", name, ch.c.vhost.name)
+	case errors.Is(err, queue.ErrNotEmpty):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - queue '%s' in vhost '%s' not empty", name, ch.c.vhost.name)
+	case err != nil:
+		return fmt.Errorf("delete queue: %w", err)
+	}
+	return ch.reply(m.NoWait, &amqp.QueueDeleteOk{MessageCount: uint32(n)})
+}
+
+func fmtArg(v any) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprint(v)
+}

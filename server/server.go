@@ -1,0 +1,133 @@
+// Package server is the broker: the listener, connections with their reader
+// and writer goroutines, the channel state machine, one handler per AMQP
+// method, and vhosts holding exchanges and queues.
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Server is one broker node.
+type Server struct {
+	cfg Config
+	log zerolog.Logger
+
+	vhostsMu sync.RWMutex
+	vhosts   map[string]*vhost
+
+	ln     net.Listener
+	nextID atomic.Uint64
+
+	connsMu sync.Mutex
+	conns   map[*conn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// New returns a broker configured by cfg; Listen opens its socket.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	s := &Server{
+		cfg:    cfg,
+		log:    *cfg.Log,
+		vhosts: map[string]*vhost{},
+		conns:  map[*conn]struct{}{},
+	}
+	s.vhosts["/"] = newVhost("/")
+	return s, nil
+}
+
+// Listen opens the AMQP listener. Serve accepts on it.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the listener's address, once Listen has returned.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until ctx is done, then closes every
+// connection with 320 CONNECTION_FORCED and waits for their goroutines.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("accepting AMQP connections")
+	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	defer stop()
+	var delay time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			// Temporary trouble such as too many open files: back off.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn().Err(err).Dur("retry_in", delay).Msg("accept failed")
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		delay = 0
+		s.startConn(nc)
+	}
+	s.shutdown()
+	return nil
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	c := newConn(s, nc)
+	s.connsMu.Lock()
+	if s.closing {
+		s.connsMu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.connsMu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.connsMu.Lock()
+		delete(s.conns, c)
+		s.connsMu.Unlock()
+	}()
+}
+
+func (s *Server) shutdown() {
+	s.connsMu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.connsMu.Unlock()
+	s.log.Info().Int("connections", len(conns)).Msg("shutting down")
+	for _, c := range conns {
+		c.forceClose("broker shutdown")
+	}
+	s.wg.Wait()
+}
+
+func (s *Server) vhost(name string) *vhost {
+	s.vhostsMu.RLock()
+	defer s.vhostsMu.RUnlock()
+	return s.vhosts[name]
+}

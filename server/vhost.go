@@ -1,0 +1,175 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"sync"
+
+	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/queue"
+)
+
+// vhost is one virtual host: its exchanges, queues and bindings. mu guards
+// the maps and every exchange's bindings; routing takes it for reading.
+type vhost struct {
+	name string
+
+	mu        sync.RWMutex
+	exchanges map[string]*exchange.Exchange
+	queues    map[string]*queue.Queue
+	// headersExchanges counts headers exchanges, so that publishes decode
+	// the headers property only when some exchange could look at it.
+	headersExchanges int
+	lookup           exchange.Lookup
+	scratchPool      sync.Pool
+}
+
+func newVhost(name string) *vhost {
+	v := &vhost{
+		name:      name,
+		exchanges: map[string]*exchange.Exchange{},
+		queues:    map[string]*queue.Queue{},
+	}
+	v.lookup = func(name string) *exchange.Exchange { return v.exchanges[name] }
+	v.scratchPool.New = func() any { return &routeScratch{} }
+	for _, d := range []exchange.Decl{
+		{Name: "", Kind: exchange.Direct, Durable: true},
+		{Name: "amq.direct", Kind: exchange.Direct, Durable: true},
+		{Name: "amq.fanout", Kind: exchange.Fanout, Durable: true},
+		{Name: "amq.topic", Kind: exchange.Topic, Durable: true},
+		{Name: "amq.headers", Kind: exchange.Headers, Durable: true},
+		{Name: "amq.match", Kind: exchange.Headers, Durable: true},
+	} {
+		v.addExchange(d)
+	}
+	return v
+}
+
+// addExchange creates an exchange. v.mu must be held (or v unpublished).
+func (v *vhost) addExchange(d exchange.Decl) *exchange.Exchange {
+	e := exchange.New(d)
+	v.exchanges[d.Name] = e
+	if d.Kind == exchange.Headers {
+		v.headersExchanges++
+	}
+	return e
+}
+
+// removeExchange deletes e and every binding to or from it. v.mu must be
+// held for writing.
+func (v *vhost) removeExchange(e *exchange.Exchange) {
+	delete(v.exchanges, e.Name)
+	if e.Kind == exchange.Headers {
+		v.headersExchanges--
+	}
+	v.unbindDest(binding.Destination{Kind: binding.Exchange, Name: e.Name})
+}
+
+// unbindDest removes every binding to d, then auto-deletes exchanges that
+// lost their last binding as RabbitMQ does. v.mu must be held for writing.
+func (v *vhost) unbindDest(d binding.Destination) {
+	for _, src := range v.exchanges {
+		if src.UnbindDest(d) > 0 {
+			v.maybeAutoDeleteExchange(src)
+		}
+	}
+}
+
+// maybeAutoDeleteExchange deletes an auto-delete exchange with no bindings
+// left where it is the source. v.mu must be held for writing.
+func (v *vhost) maybeAutoDeleteExchange(e *exchange.Exchange) {
+	if e.AutoDelete && !e.HasBindings() && v.exchanges[e.Name] == e {
+		v.removeExchange(e)
+	}
+}
+
+type routeScratch struct {
+	ex     exchange.Scratch
+	names  []string
+	queues []*queue.Queue
+}
+
+// route resolves a publish to its queues. It returns the scratch holding
+// the result, to be handed back with releaseScratch, and whether the
+// exchange exists. headers is called at most once, only if needed.
+func (v *vhost) route(exName, key string, headers func() map[string]any) (*routeScratch, *exchange.Exchange, bool) {
+	s := v.scratchPool.Get().(*routeScratch)
+	s.names, s.queues = s.names[:0], s.queues[:0]
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e := v.exchanges[exName]
+	if e == nil {
+		return s, nil, false
+	}
+	if exName == "" {
+		if q := v.queues[key]; q != nil {
+			s.queues = append(s.queues, q)
+		}
+		return s, e, true
+	}
+	var h map[string]any
+	if v.headersExchanges > 0 {
+		h = headers()
+	}
+	s.names = exchange.RouteAll(v.lookup, e, key, h, &s.ex, s.names)
+	for _, n := range s.names {
+		if q := v.queues[n]; q != nil {
+			s.queues = append(s.queues, q)
+		}
+	}
+	return s, e, true
+}
+
+func (v *vhost) releaseScratch(s *routeScratch) {
+	clear(s.queues)
+	v.scratchPool.Put(s)
+}
+
+// deleteQueue removes q and its bindings, and returns the consumers that
+// must be told. It is a no-op for a queue already gone.
+func (v *vhost) deleteQueue(q *queue.Queue, ifUnused, ifEmpty bool) (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ready, consumers, err := q.Delete(ifUnused, ifEmpty)
+	if err != nil {
+		return 0, err
+	}
+	if v.queues[q.Name] == q {
+		delete(v.queues, q.Name)
+		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: q.Name})
+	}
+	for _, c := range consumers {
+		if k, ok := c.Consumer.(*consumer); ok {
+			k.ch.cancelByBroker(k)
+		}
+	}
+	return ready, nil
+}
+
+// deleteQueueIfUnused auto-deletes q after its last consumer left.
+func (v *vhost) deleteQueueIfUnused(q *queue.Queue) {
+	v.deleteQueue(q, true, false)
+}
+
+// deleteExclusive deletes every exclusive queue owned by connection owner.
+func (v *vhost) deleteExclusive(owner uint64) {
+	v.mu.RLock()
+	var qs []*queue.Queue
+	for _, q := range v.queues {
+		if q.Exclusive && q.Owner == owner {
+			qs = append(qs, q)
+		}
+	}
+	v.mu.RUnlock()
+	for _, q := range qs {
+		v.deleteQueue(q, false, false)
+	}
+}
+
+// genName returns a server-generated name such as amq.gen-<random>.
+func genName(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
