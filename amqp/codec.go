@@ -7,12 +7,23 @@ import (
 	"time"
 )
 
-// Reply codes used for malformed input. They mirror what RabbitMQ sends (see
-// codec_test.go and the package notes): a method whose arguments cannot be
-// decoded is a frame error carrying the method's ids.
+// Reply codes used for malformed input, checked against RabbitMQ 4 with
+// rabbitmq_probe_test.go:
+//
+//   - arguments that do not parse (truncated, trailing bytes, a length
+//     overrunning the payload): RabbitMQ closes with 501 FRAME_ERROR
+//     "cannot decode <<...>>" and the method's class and method ids. We do
+//     the same, and also use 501 where RabbitMQ's reader crashes and drops
+//     the socket without a close (an unknown field-table tag inside method
+//     arguments).
+//   - unknown class or method ids: RabbitMQ's reader crashes
+//     ({unknown_method_id,{C,M}}) and drops the socket without a close. We
+//     answer 503 COMMAND_INVALID with the ids, which a client can act on.
+//   - a method payload shorter than 4 bytes: RabbitMQ 501 "unknown_frame".
 const (
 	codeMalformedArgs = FrameError
 	codeUnknownMethod = CommandInvalid
+	codeBadFieldType  = FrameError
 )
 
 // errShort is the sentinel a decoder records when input ends early.
@@ -179,6 +190,3 @@ func timeToWire(t time.Time) uint64 {
 	}
 	return uint64(s)
 }
-
-// codeBadFieldType is the code for a field table with an unknown value tag.
-const codeBadFieldType = SyntaxError

@@ -1,9 +1,6 @@
 package amqp
 
-import (
-	"encoding/binary"
-	"errors"
-)
+import "encoding/binary"
 
 // Method is one AMQP method with its arguments. Every generated struct
 // (ConnectionStart, BasicPublish, ...) implements it with a pointer receiver.
@@ -24,8 +21,9 @@ type Method interface {
 // be reused afterwards.
 //
 // Errors are *Error: unknown class or method ids give CommandInvalid (503);
-// truncated, overlong or otherwise malformed arguments give FrameError (501)
-// with ClassID and MethodID set, as RabbitMQ does.
+// truncated arguments, trailing bytes and malformed field tables give
+// FrameError (501) with ClassID and MethodID set, as RabbitMQ does for
+// arguments it "cannot decode". See codec.go for the observed behaviour.
 func DecodeMethod(payload []byte) (Method, error) {
 	if len(payload) < 4 {
 		return nil, &Error{Code: FrameError, Text: "method frame too short for class and method ids"}
@@ -44,8 +42,7 @@ func DecodeMethod(payload []byte) (Method, error) {
 
 func argsError(m Method, err error) *Error {
 	code := uint16(codeMalformedArgs)
-	var bt *badTagError
-	if errors.As(err, &bt) {
+	if _, ok := err.(*badTagError); ok {
 		code = codeBadFieldType
 	}
 	return Errorf(code, m.ClassID(), m.MethodID(), "cannot decode %s arguments: %v", m.Name(), err)

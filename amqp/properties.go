@@ -36,7 +36,9 @@ type ContentHeader struct {
 }
 
 // DecodeContentHeader decodes a header frame payload and checks that the
-// property flags and list are well formed (without building Properties).
+// property flags and list, including the headers table, are well formed
+// (without building Properties or allocating), so DecodeProperties and the
+// Prop* accessors cannot fail on RawProps later.
 // Errors are *Error with code FrameError; RawProps aliases payload.
 func DecodeContentHeader(payload []byte) (ContentHeader, error) {
 	if len(payload) < 14 {
@@ -81,35 +83,30 @@ type Properties struct {
 
 var (
 	errPropsTruncated = &decodeError{"property list truncated"}
-	errPropsFlags     = &decodeError{"property flags set for undefined properties"}
+	errPropsFlags     = &decodeError{"property flags have the continuation bit set"}
 	errPropsTrailing  = &decodeError{"trailing bytes after property list"}
 )
 
 // propsFlags parses the flag word(s) and returns the flags and the offset of
-// the property list. Continuation words are accepted only if they set no
-// property bits (the basic class has 14 properties).
+// the property list. The basic class has 14 properties, so a continuation
+// bit is an error (RabbitMQ fails on it too); bit 1 is ignored, as RabbitMQ
+// ignores it.
 func propsFlags(raw []byte) (uint16, int, error) {
 	if len(raw) < 2 {
 		return 0, 0, errPropsTruncated
 	}
 	flags := binary.BigEndian.Uint16(raw)
-	off := 2
-	for w := flags; w&flagContinuation != 0; {
-		if len(raw) < off+2 {
-			return 0, 0, errPropsTruncated
-		}
-		w = binary.BigEndian.Uint16(raw[off:])
-		off += 2
-		if w&^flagContinuation != 0 {
-			return 0, 0, errPropsFlags
-		}
+	if flags&flagContinuation != 0 {
+		return 0, 0, errPropsFlags
 	}
-	return flags & flagsKnown, off, nil
+	return flags & flagsKnown, 2, nil
 }
 
 // walkProps checks the property list; if visit is non-nil it is called with
 // each present property's flag and its encoded value (after the length
 // prefix for strings, the whole table including the prefix for headers).
+// Without visit, the headers table is validated in place (no allocation),
+// so a list accepted here always decodes.
 func walkProps(raw []byte, visit func(flag uint16, v []byte) error) error {
 	flags, off, err := propsFlags(raw)
 	if err != nil {
@@ -131,6 +128,11 @@ func walkProps(raw []byte, visit func(flag uint16, v []byte) error) error {
 				return errPropsTruncated
 			}
 			v, b = b[:4+n], b[4+n:]
+			if visit == nil {
+				if err := validateTableBody(v[4:], 0); err != nil {
+					return err
+				}
+			}
 		case FlagDeliveryMode, FlagPriority:
 			if len(b) < 1 {
 				return errPropsTruncated
@@ -161,8 +163,9 @@ func walkProps(raw []byte, visit func(flag uint16, v []byte) error) error {
 }
 
 // DecodeProperties decodes a property flags + list (ContentHeader.RawProps).
-// Errors are *Error with code FrameError (SyntaxError for a bad field type
-// inside headers).
+// Errors are *Error with code FrameError. (RabbitMQ decodes properties lazily
+// and, on malformed ones, crashes the channel and closes the connection with
+// 541 INTERNAL_ERROR; we report the more useful 501.)
 func DecodeProperties(raw []byte) (Properties, error) {
 	var p Properties
 	err := walkProps(raw, func(bit uint16, v []byte) error {

@@ -162,9 +162,9 @@ func appendFieldValue(dst []byte, v any, depth int) ([]byte, error) {
 
 // DecodeTable decodes a length-prefixed field table at the start of b and
 // returns it with the number of bytes consumed. An empty table decodes as
-// nil. Strings, byte arrays and nested tables are copies. Errors are *Error:
-// SyntaxError for an unknown field type tag, FrameError for truncation or
-// nesting deeper than MaxTableDepth.
+// nil. Strings, byte arrays and nested tables are copies. Errors are *Error
+// with code FrameError (truncation, an unknown type tag, nesting deeper than
+// MaxTableDepth).
 func DecodeTable(b []byte) (Table, int, error) {
 	t, n, err := decodeTable(b)
 	if err != nil {
@@ -346,4 +346,80 @@ func decodeFieldValue(b []byte, depth int) (any, []byte, error) {
 		return nil, nil, &badTagError{tag}
 	}
 	return nil, nil, errTableTruncated
+}
+
+// validateTableBody checks a table body (after its length) the way
+// decodeTableBody would, without allocating.
+func validateTableBody(b []byte, depth int) error {
+	if depth > MaxTableDepth {
+		return errTableDepth
+	}
+	for len(b) > 0 {
+		kl := int(b[0])
+		if len(b) < 1+kl {
+			return errTableTruncated
+		}
+		rest, err := skipFieldValue(b[1+kl:], depth)
+		if err != nil {
+			return err
+		}
+		b = rest
+	}
+	return nil
+}
+
+// skipFieldValue validates one tagged value and returns the bytes after it.
+func skipFieldValue(b []byte, depth int) ([]byte, error) {
+	if len(b) < 1 {
+		return nil, errTableTruncated
+	}
+	tag := b[0]
+	b = b[1:]
+	var n int
+	switch tag {
+	case 'V':
+		return b, nil
+	case 't', 'b', 'B':
+		n = 1
+	case 's', 'u':
+		n = 2
+	case 'I', 'i', 'f':
+		n = 4
+	case 'D':
+		n = 5
+	case 'l', 'L', 'd', 'T':
+		n = 8
+	case 'S', 'x', 'A', 'F':
+		if len(b) < 4 {
+			return nil, errTableTruncated
+		}
+		l := binary.BigEndian.Uint32(b)
+		if uint64(l) > uint64(len(b)-4) {
+			return nil, errTableTruncated
+		}
+		body, rest := b[4:4+l], b[4+l:]
+		switch tag {
+		case 'A':
+			if depth+1 > MaxTableDepth {
+				return nil, errTableDepth
+			}
+			for len(body) > 0 {
+				var err error
+				if body, err = skipFieldValue(body, depth+1); err != nil {
+					return nil, err
+				}
+			}
+		case 'F':
+			if err := validateTableBody(body, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return rest, nil
+	default:
+		return nil, &badTagError{tag}
+	}
+	if len(b) < n {
+		return nil, errTableTruncated
+	}
+	return b[n:], nil
 }
