@@ -24,6 +24,7 @@ package binding
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 )
@@ -259,15 +260,22 @@ func (dc *destCounts) dec(d Destination, n int32) int32 {
 
 func (dc *destCounts) empty() bool { return len(dc.list) == 0 }
 
+// dedupSeed seeds the hash dedup uses; it is set once at start-up and only
+// read afterwards.
+var dedupSeed = maphash.MakeSeed()
+
 // dedup removes duplicate destinations from out[start:] in place, keeping
-// out[:start] untouched, without allocating.
+// out[:start] untouched and the first occurrence of each destination, without
+// allocating: a quadratic scan for short tails, an open-addressing hash table
+// on the stack up to 512 entries, and sort+compact beyond that.
 func dedup(out []Destination, start int) []Destination {
 	tail := out[start:]
 	if len(tail) < 2 {
 		return out
 	}
-	if len(tail) <= 32 {
-		n := 0
+	n := 0
+	switch {
+	case len(tail) <= 16:
 	outer:
 		for _, d := range tail {
 			for _, x := range tail[:n] {
@@ -278,16 +286,37 @@ func dedup(out []Destination, start int) []Destination {
 			tail[n] = d
 			n++
 		}
-		clear(tail[n:])
-		return out[:start+n]
-	}
-	slices.SortFunc(tail, func(a, b Destination) int {
-		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
-			return c
+	case len(tail) <= 512:
+		var slots [1024]int32 // index+1 into tail of a kept destination; 0 is empty
+		size := 64
+		for size < 2*len(tail) {
+			size *= 2
 		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	n := len(slices.Compact(tail))
+		mask := uint64(size - 1)
+		for _, d := range tail {
+			h := maphash.String(dedupSeed, d.Name) + uint64(d.Kind)
+			for i := h & mask; ; i = (i + 1) & mask {
+				s := slots[i]
+				if s == 0 {
+					slots[i] = int32(n + 1)
+					tail[n] = d
+					n++
+					break
+				}
+				if tail[s-1] == d {
+					break
+				}
+			}
+		}
+	default:
+		slices.SortFunc(tail, func(a, b Destination) int {
+			if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		n = len(slices.Compact(tail))
+	}
 	clear(tail[n:])
 	return out[:start+n]
 }

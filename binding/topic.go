@@ -167,7 +167,7 @@ func (m *Topic) Match(key string, _ map[string]any, out []Destination) []Destina
 	if m.root == nil {
 		return out
 	}
-	var bufA, bufB [16]*topicNode
+	var bufA, bufB [64]*topicNode
 	cur := addState(bufA[:0], m.root)
 	next := bufB[:0]
 	if key != "" {
