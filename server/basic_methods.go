@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"github.com/warrenmq/warren/ack"
@@ -140,6 +141,9 @@ func (ch *channel) publish(p *publishing) error {
 	}
 	if e.Internal {
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, v.name)
+	}
+	if err := ch.checkUserID(p.props); err != nil {
+		return err
 	}
 	if ch.tx != nil {
 		ch.tx.Publish(p)
@@ -325,4 +329,18 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {
 	}
 	ch.confirm = true
 	return ch.reply(m.Nowait, &amqp.ConfirmSelectOk{})
+}
+
+// checkUserID refuses a user-id property that names someone other than the
+// authenticated user, as RabbitMQ does.
+func (ch *channel) checkUserID(props []byte) error {
+	if len(props) < 2 || binary.BigEndian.Uint16(props)&amqp.FlagUserID == 0 {
+		return nil
+	}
+	p, err := amqp.DecodeProperties(props)
+	if err != nil || p.UserID == ch.c.user {
+		return nil
+	}
+	return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
+		"PRECONDITION_FAILED - user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
 }

@@ -36,10 +36,6 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if !ok {
 		return amqp.Errorf(amqp.CommandInvalid, 0, 0, "COMMAND_INVALID - %s", exchange.UnknownKindText(m.Type))
 	}
-	if strings.HasPrefix(m.Exchange, "amq.") {
-		return amqp.Errorf(amqp.AccessRefused, 0, 0,
-			"ACCESS_REFUSED - exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
-	}
 	d := exchange.Decl{
 		Name: m.Exchange, Kind: kind, Durable: m.Durable, AutoDelete: m.AutoDelete,
 		Internal: m.Internal, Args: cloneArgs(m.Arguments),
@@ -52,6 +48,12 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %s", ie.ReplyText(v.name))
 		}
 	} else {
+		// Only new exchanges are refused the reserved prefix: an equivalent
+		// re-declaration of amq.direct succeeds, as in RabbitMQ.
+		if strings.HasPrefix(m.Exchange, "amq.") {
+			return amqp.Errorf(amqp.AccessRefused, 0, 0,
+				"ACCESS_REFUSED - exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+		}
 		var ate *exchange.ArgTypeError
 		if err := exchange.ValidateArgs(d.Args); errors.As(err, &ate) {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %s", ate.ReplyText(m.Exchange, v.name))

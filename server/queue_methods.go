@@ -89,7 +89,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	v.mu.Lock()
 	q := v.queues[name]
 	if q != nil {
-		if q.Exclusive && q.Owner != ch.c.id {
+		if (q.Exclusive && q.Owner != ch.c.id) || q.Exclusive != d.Exclusive {
 			v.mu.Unlock()
 			return lockedQueue(name, v.name)
 		}

@@ -1,0 +1,182 @@
+package queue
+
+import (
+	"testing"
+)
+
+// recorder is a Consumer that takes up to limit deliveries.
+type recorder struct {
+	got   []Entry
+	limit int
+	noAck bool
+}
+
+func (r *recorder) Deliver(q *Queue, e Entry) Outcome {
+	if r.limit >= 0 && len(r.got) >= r.limit {
+		return Refused
+	}
+	r.got = append(r.got, e)
+	if r.noAck {
+		return Settled
+	}
+	return Pending
+}
+
+func msg(body string) *Message { return &Message{Body: []byte(body)} }
+
+func bodies(es []Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, string(e.Msg.Body))
+	}
+	return out
+}
+
+func TestRequeueReturnsToOriginalPosition(t *testing.T) {
+	q := New(Decl{Name: "q"}, nil)
+	for _, b := range []string{"1", "2", "3", "4", "5"} {
+		q.Enqueue(msg(b))
+	}
+	var taken []Entry
+	for i := 0; i < 4; i++ {
+		e, _, ok := q.Get()
+		if !ok {
+			t.Fatal("get: empty")
+		}
+		taken = append(taken, e)
+	}
+	// Requeue 4 then 2: they must come back as 2, 4, ahead of 5.
+	q.Requeue([]Entry{taken[3]})
+	q.Requeue([]Entry{taken[1]})
+	q.Enqueue(msg("6"))
+	var got []Entry
+	for {
+		e, _, ok := q.Get()
+		if !ok {
+			break
+		}
+		got = append(got, e)
+	}
+	want := []string{"2", "4", "5", "6"}
+	if b := bodies(got); len(b) != len(want) || b[0] != "2" || b[1] != "4" || b[2] != "5" || b[3] != "6" {
+		t.Fatalf("order = %v, want %v", b, want)
+	}
+	if !got[0].Redelivered || !got[1].Redelivered || got[2].Redelivered {
+		t.Fatalf("redelivered flags = %v %v %v", got[0].Redelivered, got[1].Redelivered, got[2].Redelivered)
+	}
+	if st := q.Stats(); st.Unacked != 6 || st.Ready != 0 {
+		t.Fatalf("stats = %+v, want 6 unacked, 0 ready", st)
+	}
+}
+
+func TestRoundRobinAndCredit(t *testing.T) {
+	q := New(Decl{Name: "q"}, nil)
+	a, b := &recorder{limit: 2}, &recorder{limit: -1}
+	if err := q.AddConsumer("a", a, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.AddConsumer("b", b, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		q.Enqueue(msg("m"))
+	}
+	if len(a.got) != 2 || len(b.got) != 4 {
+		t.Fatalf("a got %d, b got %d; want 2 and 4", len(a.got), len(b.got))
+	}
+	// a, b, a, b, b, b: a's credit ran out after two.
+	if a.got[0].Seq != 1 || b.got[0].Seq != 2 || a.got[1].Seq != 3 {
+		t.Fatalf("not round robin: a=%v b=%v", a.got, b.got)
+	}
+}
+
+func TestHeldMessagesFlowOnKick(t *testing.T) {
+	q := New(Decl{Name: "q"}, nil)
+	c := &recorder{limit: 0}
+	q.AddConsumer("c", c, false)
+	for i := 0; i < 3; i++ {
+		q.Enqueue(msg("m"))
+	}
+	if st := q.Stats(); st.Ready != 3 {
+		t.Fatalf("ready = %d, want 3", st.Ready)
+	}
+	c.limit = 2
+	q.Kick()
+	if len(c.got) != 2 || q.Stats().Ready != 1 {
+		t.Fatalf("after kick: delivered %d, ready %d", len(c.got), q.Stats().Ready)
+	}
+}
+
+func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
+	q := New(Decl{Name: "q"}, nil)
+	c := &recorder{limit: -1, noAck: true}
+	q.AddConsumer("c", c, false)
+	q.Kick()
+	q.Enqueue(msg("m"))
+	if st := q.Stats(); st.Unacked != 0 || len(c.got) != 1 {
+		t.Fatalf("stats %+v, delivered %d", st, len(c.got))
+	}
+}
+
+func TestExclusiveConsumer(t *testing.T) {
+	q := New(Decl{Name: "q"}, nil)
+	if err := q.AddConsumer("a", &recorder{}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.AddConsumer("b", &recorder{}, false); err != ErrExclusiveConsumer {
+		t.Fatalf("second consumer: %v, want ErrExclusiveConsumer", err)
+	}
+	q2 := New(Decl{Name: "q2"}, nil)
+	q2.AddConsumer("a", &recorder{}, false)
+	if err := q2.AddConsumer("b", &recorder{}, true); err != ErrHasConsumers {
+		t.Fatalf("exclusive after shared: %v, want ErrHasConsumers", err)
+	}
+}
+
+func TestAutoDeleteAfterLastConsumer(t *testing.T) {
+	q := New(Decl{Name: "q", AutoDelete: true}, nil)
+	a, b := &recorder{}, &recorder{}
+	q.AddConsumer("a", a, false)
+	q.AddConsumer("b", b, false)
+	if q.RemoveConsumer("a", a) {
+		t.Fatal("auto-delete with a consumer left")
+	}
+	if !q.RemoveConsumer("b", b) {
+		t.Fatal("no auto-delete after the last consumer")
+	}
+}
+
+func TestDeleteConditions(t *testing.T) {
+	q := New(Decl{Name: "q"}, nil)
+	q.Enqueue(msg("m"))
+	if _, _, err := q.Delete(false, true); err != ErrNotEmpty {
+		t.Fatalf("if-empty: %v", err)
+	}
+	c := &recorder{limit: 0}
+	q.AddConsumer("c", c, false)
+	if _, _, err := q.Delete(true, false); err != ErrInUse {
+		t.Fatalf("if-unused: %v", err)
+	}
+	n, cs, err := q.Delete(false, false)
+	if err != nil || n != 1 || len(cs) != 1 || cs[0].Tag != "c" {
+		t.Fatalf("delete = %d %v %v", n, cs, err)
+	}
+	if q.Enqueue(msg("late")) {
+		t.Fatal("enqueue on a deleted queue succeeded")
+	}
+}
+
+func BenchmarkEnqueueDeliver(b *testing.B) {
+	q := New(Decl{Name: "q"}, nil)
+	c := &discard{}
+	q.AddConsumer("c", c, false)
+	m := msg("hello")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		q.Enqueue(m)
+	}
+}
+
+type discard struct{}
+
+func (discard) Deliver(*Queue, Entry) Outcome { return Settled }
