@@ -29,6 +29,15 @@ import (
 // tables with the same entries in a different wire order differ there; a Go map
 // has no order, so here they are equal.
 func ValueEqual(a, b any) bool {
+	if x, ok := a.(string); ok { // the common case first
+		switch y := b.(type) {
+		case string:
+			return x == y
+		case []byte:
+			return x == string(y)
+		}
+		return false
+	}
 	if na, ok := numOf(a); ok {
 		nb, ok := numOf(b)
 		return ok && na.equal(nb)

@@ -31,8 +31,9 @@ type Scratch struct {
 //     then not used; the second exchange's own AE is. Every exchange reached
 //     (through a binding or as an AE) applies its own AE, so AEs chain, and
 //     AE cycles stop at visited exchanges.
-//   - Exchanges lookup cannot find are skipped, as is an AE of "" (RabbitMQ's
-//     default exchange has no stored bindings, so such an AE routes nothing).
+//   - Exchanges lookup cannot find are skipped, as is the default exchange ""
+//     (RabbitMQ refuses bindings to it, and as an AE it routes nothing since
+//     its implicit bindings are not stored).
 //
 // The order of the names appended is unspecified.
 func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any, scratch *Scratch, out []string) []string {
@@ -79,6 +80,9 @@ func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any
 				seenInit = true
 				s.seen = resetSet(s.seen)
 				s.seen[start.Name] = struct{}{}
+			}
+			if d.Name == "" {
+				continue // the default exchange: see the package doc
 			}
 			if _, dup := s.seen[d.Name]; dup {
 				continue
