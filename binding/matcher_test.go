@@ -33,6 +33,15 @@ func TestDirect(t *testing.T) {
 	if m.Len() != 3 {
 		t.Fatalf("Len = %d", m.Len())
 	}
+	// Argument types are part of a binding's identity (RabbitMQ 3.10.8: an
+	// unbind with {a: long 1} leaves a binding with {a: signedint 1}).
+	m.Add(Binding{Dest: q("t"), Key: "t", Args: map[string]any{"a": int32(1)}})
+	if m.Remove(Binding{Dest: q("t"), Key: "t", Args: map[string]any{"a": int64(1)}}) {
+		t.Fatal("Remove with int64 arg removed the int32 binding")
+	}
+	if !m.Remove(Binding{Dest: q("t"), Key: "t", Args: map[string]any{"a": int32(1)}}) {
+		t.Fatal("Remove with the same arg type failed")
+	}
 }
 
 func TestFanout(t *testing.T) {

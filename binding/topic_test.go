@@ -26,22 +26,32 @@ func refSplit(key string) []string {
 	return append(words, string(word))
 }
 
-// refTopicMatch is the slow reference: plain backtracking over word lists.
+// refTopicMatch is the slow reference: the recursive definition of topic
+// matching ('#' matches zero words, or one word and is still '#'; '*' one word;
+// anything else itself) evaluated over word lists with a memo table, so that
+// patterns with many '#' stay polynomial.
 func refTopicMatch(pattern, key []string) bool {
-	if len(pattern) == 0 {
-		return len(key) == 0
-	}
-	switch pattern[0] {
-	case "#":
-		if refTopicMatch(pattern[1:], key) {
-			return true
+	memo := make(map[[2]int]bool)
+	var match func(p, k int) bool
+	match = func(p, k int) bool {
+		if r, ok := memo[[2]int{p, k}]; ok {
+			return r
 		}
-		return len(key) > 0 && refTopicMatch(pattern, key[1:])
-	case "*":
-		return len(key) > 0 && refTopicMatch(pattern[1:], key[1:])
-	default:
-		return len(key) > 0 && key[0] == pattern[0] && refTopicMatch(pattern[1:], key[1:])
+		var r bool
+		switch {
+		case p == len(pattern):
+			r = k == len(key)
+		case pattern[p] == "#":
+			r = match(p+1, k) || (k < len(key) && match(p, k+1))
+		case pattern[p] == "*":
+			r = k < len(key) && match(p+1, k+1)
+		default:
+			r = k < len(key) && key[k] == pattern[p] && match(p+1, k+1)
+		}
+		memo[[2]int{p, k}] = r
+		return r
 	}
+	return match(0, 0)
 }
 
 func q(name string) Destination { return Destination{Kind: Queue, Name: name} }

@@ -3,6 +3,7 @@ package exchange
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/warrenmq/warren/binding"
@@ -165,4 +166,36 @@ func TestRouteAllDoesNotAllocate(t *testing.T) {
 			t.Errorf("key %q: %v allocs, out %q", key, n, out)
 		}
 	}
+}
+
+// TestConcurrentRouteAll routes from several goroutines, each with its own
+// Scratch, as channels do under the vhost's read lock.
+func TestConcurrentRouteAll(t *testing.T) {
+	v := vhost{}
+	a := v.decl("a", Topic, "ae")
+	bindQ(t, v.decl("ae", Fanout, "-"), "qae", "")
+	b := v.decl("b", Fanout, "a")
+	bindX(t, a, "b", "x.#")
+	bindQ(t, a, "q1", "x.*")
+	bindQ(t, b, "q1", "")
+	bindQ(t, b, "q2", "")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			var s Scratch
+			var out []string
+			for i := range 1000 {
+				key := "x.y"
+				if i%2 == 1 {
+					key = "z"
+				}
+				out = RouteAll(v.lookup, a, key, nil, &s, out[:0])
+				if len(out) == 0 {
+					t.Error("routed nowhere")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
