@@ -129,5 +129,3 @@ func itoa(n int) string {
 	}
 	return string(b)
 }
-
-
