@@ -1,5 +1,48 @@
-// Package persist keeps Warren's durable state: definitions and persistent
-// messages, on Badger v4.
+// Package persist keeps Warren's durable state: definitions (exchanges,
+// queues, bindings, generic blobs) and persistent messages, on Badger v4,
+// plus an in-memory store with the same contract for tests (NewMemory).
+//
+// # Data model
+//
+// A message body is stored once under its message id; each queue it was
+// routed to holds an entry (queue id, seq) -> message id. The key layout is
+// in keys.go. A body's reference count (its number of entries) is kept in
+// memory by the committer and rebuilt at Open by scanning the entries; a body
+// is deleted in the same transaction that removes its last entry, and
+// entries are written in the same transaction as their body, so no crash
+// can leave an entry without its body. Open deletes bodies that have no entry
+// and entries whose queue record is gone.
+//
+// # Group commit
+//
+// One committer goroutine owns the write path. Every write, message ops and
+// definition writes alike, is an op appended to the current batch (a slice
+// under a mutex; the entries of all ops share one backing array per batch).
+// The first op of an empty batch wakes the committer. The committer swaps
+// the batch for an empty one, so submitters never wait for disk, applies
+// every op to one transaction and commits it with SyncWrites (one fsync for
+// the whole batch), then calls the ops' done callbacks in order. While it is
+// writing, the next batch fills up; so under load batches grow until one
+// fsync covers everything that arrived during the previous one.
+//
+// A batch that would exceed Badger's transaction limits is cut into several
+// transactions between ops, by a conservative size estimate, never inside an
+// op: an Atomic op (tx.commit) is in exactly one transaction. If Badger still
+// reports a transaction as too big, the range is split in halves and retried;
+// a single op too big for any transaction fails with the error.
+//
+// The reference counts changed by a transaction are kept in an overlay and
+// merged into the committed counts only when the commit succeeds, so a failed
+// commit (disk error) leaves memory and disk agreeing. Every op of a failed
+// transaction gets done(err); later batches are tried normally.
+//
+// Definition writes (SaveQueue, SaveBinding, ...) go through the same path
+// and wait for their batch. DeleteQueue deletes the queue record first, then
+// the entries in chunks of dropChunk, one op each, so publishers wait at most
+// one chunk behind it.
+//
+// # Background work
+//
+// The Badger store runs value-log GC every Options.GCInterval on a goroutine
+// it owns; Close stops it and waits for it before closing the database.
 package persist
-
-import _ "github.com/dgraph-io/badger/v4" // pinned in go.mod for this package

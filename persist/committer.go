@@ -1,0 +1,499 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var errStopScan = errors.New("stop scan")
+
+// errTooBig is what kv.commit/set return when a transaction exceeds the
+// backend's limits (badger.ErrTxnTooBig is mapped to it).
+var errTooBig = errors.New("persist: transaction too big")
+
+// run is the committer goroutine: it owns the write path.
+func (s *engine) run() {
+	defer close(s.stopped)
+	for {
+		s.mu.Lock()
+		for len(s.cur.ops) == 0 {
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-s.wake
+			s.mu.Lock()
+		}
+		b := s.cur
+		s.cur, s.spare = s.spare, nil
+		s.mu.Unlock()
+
+		s.commitBatch(b.ops)
+
+		clear(b.ops)
+		b.ops = b.ops[:0]
+		clear(b.qs)
+		b.qs = b.qs[:0]
+		s.mu.Lock()
+		s.spare = b
+		s.mu.Unlock()
+	}
+}
+
+// commitBatch writes ops in as few transactions as the backend's limits
+// allow, never splitting an op, then calls each op's done in order.
+func (s *engine) commitBatch(ops []op) {
+	s.statsMu.Lock()
+	s.stats.Batches++
+	s.statsMu.Unlock()
+	maxCount, maxSize := s.kv.limits()
+	// Room for the meta msgID write.
+	maxCount--
+	maxSize -= s.kv.entrySize(2, 8)
+	for i := 0; i < len(ops); {
+		j := i
+		var count, size int64
+		for j < len(ops) {
+			c, z := s.estimate(&ops[j])
+			if j > i && (count+c > maxCount || size+z > maxSize) {
+				break
+			}
+			count += c
+			size += z
+			j++
+		}
+		s.commitRange(ops[i:j])
+		i = j
+	}
+}
+
+// commitRange commits ops in one transaction; if the backend says it is
+// too big after all (our estimate was low), it splits the range in halves.
+// A single op that is too big fails with the error.
+func (s *engine) commitRange(ops []op) {
+	err := s.tryCommit(ops)
+	if errors.Is(err, errTooBig) && len(ops) > 1 {
+		h := len(ops) / 2
+		s.commitRange(ops[:h])
+		s.commitRange(ops[h:])
+		return
+	}
+	if err != nil {
+		s.log("persist: commit of %d ops failed: %v", len(ops), err)
+	}
+	for i := range ops {
+		if d := ops[i].done; d != nil {
+			d(err)
+		}
+	}
+}
+
+// tryCommit applies ops to a fresh transaction and commits it. On success
+// the in-memory reference counts take the transaction's changes; on failure
+// they are dropped with it.
+func (s *engine) tryCommit(ops []op) error {
+	txn := s.kv.begin()
+	defer txn.discard()
+	clear(s.ov)
+	s.txnMaxID = 0
+	s.txnStats = txnStats{}
+	if cap(s.arena) > arenaChunk {
+		s.arena = nil
+	}
+	s.arena = s.arena[:0]
+	for i := range ops {
+		if err := s.apply(txn, &ops[i]); err != nil {
+			s.failTxn()
+			return err
+		}
+	}
+	if s.txnMaxID > s.storedHW {
+		if err := txn.set(metaKey(metaMsgID), u64(s.txnMaxID)); err != nil {
+			s.failTxn()
+			return err
+		}
+	}
+	t0 := time.Now()
+	err := txn.commit()
+	d := time.Since(t0)
+	if err != nil {
+		s.failTxn()
+		return err
+	}
+	for id, n := range s.ov {
+		if n <= 0 {
+			delete(s.refs, id)
+		} else {
+			s.refs[id] = n
+		}
+	}
+	clear(s.ov)
+	if s.txnMaxID > s.storedHW {
+		s.storedHW = s.txnMaxID
+		if s.nextMsgID.Load() <= s.storedHW {
+			s.nextMsgID.Store(s.storedHW + 1)
+		}
+	}
+	s.statsMu.Lock()
+	st := &s.stats
+	st.Commits++
+	st.Ops += uint64(len(ops))
+	st.Messages += s.txnStats.messages
+	st.Entries += s.txnStats.entries
+	st.Settled += s.txnStats.settled
+	st.FsyncTotal += d
+	st.FsyncMax = max(st.FsyncMax, d)
+	s.statsMu.Unlock()
+	return nil
+}
+
+func (s *engine) failTxn() {
+	clear(s.ov)
+	s.statsMu.Lock()
+	s.stats.FailedTxns++
+	s.statsMu.Unlock()
+}
+
+// alloc returns n bytes of the transaction's arena (length 0, capacity n).
+func (s *engine) alloc(n int) []byte {
+	if n > arenaChunk/4 {
+		return make([]byte, 0, n)
+	}
+	if cap(s.arena)-len(s.arena) < n {
+		// Earlier slices keep the old chunk alive until the commit ends.
+		s.arena = make([]byte, 0, arenaChunk)
+	}
+	l := len(s.arena)
+	s.arena = s.arena[:l+n]
+	return s.arena[l : l : l+n]
+}
+
+func (s *engine) refcount(id uint64) int64 {
+	if n, ok := s.ov[id]; ok {
+		return n
+	}
+	return s.refs[id]
+}
+
+// estimate is an upper bound of what o costs against the kv limits.
+func (s *engine) estimate(o *op) (count, size int64) {
+	es := func(n int, klen, vlen int) {
+		count += int64(n)
+		size += int64(n) * s.kv.entrySize(klen, vlen)
+	}
+	pub := func(m *MessageRecord, entries int) {
+		es(entries, entryKeyLen, entryValLen)
+		es(1, bodyKeyLen, messageSize(m))
+	}
+	settle := func(n int) {
+		es(n, entryKeyLen, 0)
+		es(n, bodyKeyLen, 0)
+	}
+	switch o.kind {
+	case opPublish:
+		pub(&o.msg, len(o.qs))
+	case opSettle:
+		settle(len(o.qs))
+	case opDelivered:
+		es(len(o.qs), entryKeyLen, entryValLen)
+	case opAtomic:
+		for i := range o.pubs {
+			pub(&o.pubs[i].Msg, len(o.pubs[i].Entries))
+		}
+		settle(len(o.qs))
+	case opWrite:
+		for _, w := range o.writes {
+			es(1, len(w.key), len(w.val))
+		}
+	case opDropQueue:
+		settle(dropChunk)
+	}
+	return count, size
+}
+
+func (s *engine) apply(txn kvTxn, o *op) error {
+	switch o.kind {
+	case opPublish:
+		return s.applyPublish(txn, o.msgID, &o.msg, o.qs)
+	case opSettle:
+		for _, e := range o.qs {
+			if err := s.settleOne(txn, e.QueueID, e.Seq); err != nil {
+				return err
+			}
+		}
+	case opDelivered:
+		for _, e := range o.qs {
+			if err := s.markDelivered(txn, e.QueueID, e.Seq); err != nil {
+				return err
+			}
+		}
+	case opAtomic:
+		for i := range o.pubs {
+			p := &o.pubs[i]
+			if err := s.applyPublish(txn, p.MsgID, &p.Msg, p.Entries); err != nil {
+				return err
+			}
+		}
+		for _, e := range o.qs {
+			if err := s.settleOne(txn, e.QueueID, e.Seq); err != nil {
+				return err
+			}
+		}
+	case opWrite:
+		for _, w := range o.writes {
+			var err error
+			if w.del {
+				err = txn.del(w.key)
+			} else {
+				err = txn.set(w.key, w.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	case opDropQueue:
+		return s.dropQueueChunk(txn, o.queueID, o.dropped)
+	default:
+		return fmt.Errorf("persist: unknown op %d", o.kind)
+	}
+	return nil
+}
+
+func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries []QueueSeq) error {
+	var dead map[uint64]struct{}
+	if p := s.dead.Load(); p != nil {
+		dead = *p
+	}
+	n := int64(0)
+	for _, e := range entries {
+		if _, ok := dead[e.QueueID]; ok {
+			continue
+		}
+		k := appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq)
+		v := appendEntryVal(s.alloc(entryValLen), msgID, 0)
+		if err := txn.set(k, v); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	rc := s.refcount(msgID)
+	if rc == 0 {
+		v := appendMessage(s.alloc(messageSize(m)), m)
+		if err := txn.set(appendBodyKey(s.alloc(bodyKeyLen), msgID), v); err != nil {
+			return err
+		}
+		s.txnStats.messages++
+	}
+	s.ov[msgID] = rc + n
+	s.txnStats.entries += uint64(n)
+	s.txnMaxID = max(s.txnMaxID, msgID)
+	return nil
+}
+
+// settleOne removes one entry if present and the body with its last entry.
+func (s *engine) settleOne(txn kvTxn, queueID, seq uint64) error {
+	k := appendEntryKey(s.alloc(entryKeyLen), queueID, seq)
+	var msgID uint64
+	ok := false
+	err := txn.get(k, func(v []byte) error {
+		msgID, _, ok = parseEntryVal(v)
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := txn.del(k); err != nil {
+		return err
+	}
+	s.txnStats.settled++
+	if !ok {
+		s.log("persist: corrupt entry queue %d seq %d removed", queueID, seq)
+		return nil
+	}
+	return s.unref(txn, msgID)
+}
+
+func (s *engine) unref(txn kvTxn, msgID uint64) error {
+	rc := s.refcount(msgID) - 1
+	if rc > 0 {
+		s.ov[msgID] = rc
+		return nil
+	}
+	s.ov[msgID] = 0
+	return txn.del(appendBodyKey(s.alloc(bodyKeyLen), msgID))
+}
+
+func (s *engine) markDelivered(txn kvTxn, queueID, seq uint64) error {
+	k := appendEntryKey(s.alloc(entryKeyLen), queueID, seq)
+	var msgID uint64
+	var flags byte
+	ok := false
+	err := txn.get(k, func(v []byte) error {
+		msgID, flags, ok = parseEntryVal(v)
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) || (err == nil && (!ok || flags&flagDelivered != 0)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return txn.set(k, appendEntryVal(s.alloc(entryValLen), msgID, flags|flagDelivered))
+}
+
+// dropQueueChunk removes up to dropChunk entries of a queue and the bodies
+// they held the last reference to.
+func (s *engine) dropQueueChunk(txn kvTxn, queueID uint64, dropped *int) error {
+	type ent struct {
+		key   []byte
+		msgID uint64
+		ok    bool
+	}
+	var ents []ent
+	err := txn.scan(entryPrefix(queueID), false, func(k, v []byte) error {
+		id, _, ok := parseEntryVal(v)
+		ents = append(ents, ent{append(s.alloc(len(k)), k...), id, ok})
+		if len(ents) == dropChunk {
+			return errStopScan
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return err
+	}
+	for _, e := range ents {
+		if err := txn.del(e.key); err != nil {
+			return err
+		}
+		if e.ok {
+			if err := s.unref(txn, e.msgID); err != nil {
+				return err
+			}
+		}
+	}
+	*dropped = len(ents)
+	return nil
+}
+
+// ---- recovery ----
+
+// recover loads the queue index and counters, rebuilds the reference
+// counts from the entries, and deletes entries of missing queues and bodies
+// without entries. It runs in Open, before the committer starts.
+func (s *engine) recover() error {
+	live := make(map[uint64]bool)
+	var maxMsg uint64
+	err := s.kv.view(func(r kvReader) error {
+		if err := r.scan([]byte{kindQueue}, false, func(k, v []byte) error {
+			q, err := decodeQueue(append([]byte(nil), v...))
+			if err != nil {
+				return fmt.Errorf("queue %x: %w", k, err)
+			}
+			live[q.ID] = true
+			s.names[queueName{q.VHost, q.Name}] = q.ID
+			s.maxQueueID = max(s.maxQueueID, q.ID)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := r.get(metaKey(metaQueueID), func(v []byte) error {
+			n, _ := parseU64(v)
+			s.maxQueueID = max(s.maxQueueID, n)
+			return nil
+		}); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err := r.get(metaKey(metaMsgID), func(v []byte) error {
+			s.storedHW, _ = parseU64(v)
+			return nil
+		}); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("persist: recover definitions: %w", err)
+	}
+
+	// Entries: count references; collect entries of missing queues.
+	var orphans [][]byte
+	var dropped, droppedBodies int
+	flush := func() error {
+		if len(orphans) == 0 {
+			return nil
+		}
+		err := s.deleteNow(orphans)
+		orphans = orphans[:0]
+		return err
+	}
+	err = s.kv.view(func(r kvReader) error {
+		return r.scan([]byte{kindEntry}, false, func(k, v []byte) error {
+			q, _, ok := parseEntryKey(k)
+			id, _, vok := parseEntryVal(v)
+			if !ok || !vok || !live[q] {
+				orphans = append(orphans, append([]byte(nil), k...))
+				dropped++
+				if len(orphans) == recoverChunk {
+					return flush()
+				}
+				return nil
+			}
+			s.refs[id]++
+			maxMsg = max(maxMsg, id)
+			return nil
+		})
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("persist: recover entries: %w", err)
+	}
+	// Bodies: delete those without entries.
+	err = s.kv.view(func(r kvReader) error {
+		return r.scan([]byte{kindBody}, true, func(k, _ []byte) error {
+			id, ok := parseBodyKey(k)
+			maxMsg = max(maxMsg, id)
+			if !ok || s.refs[id] == 0 {
+				orphans = append(orphans, append([]byte(nil), k...))
+				droppedBodies++
+				if len(orphans) == recoverChunk {
+					return flush()
+				}
+			}
+			return nil
+		})
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("persist: recover bodies: %w", err)
+	}
+	if dropped > 0 || droppedBodies > 0 {
+		s.log("persist: recovery dropped %d orphan entries and %d orphan bodies", dropped, droppedBodies)
+	}
+	s.nextMsgID.Store(max(maxMsg, s.storedHW) + 1)
+	return nil
+}
+
+// deleteNow deletes keys in one transaction, bypassing the committer (only
+// for Open).
+func (s *engine) deleteNow(keys [][]byte) error {
+	txn := s.kv.begin()
+	defer txn.discard()
+	for _, k := range keys {
+		if err := txn.del(k); err != nil {
+			return err
+		}
+	}
+	return txn.commit()
+}
