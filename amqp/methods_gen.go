@@ -1709,7 +1709,7 @@ func (m *BasicNack) decodeArgs(b []byte) error {
 
 // ConfirmSelect is confirm.select (class 85, method 10; synchronous).
 type ConfirmSelect struct {
-	Nowait bool // nowait bit
+	NoWait bool // nowait bit
 }
 
 func (*ConfirmSelect) ClassID() uint16   { return 85 }
@@ -1720,7 +1720,7 @@ func (*ConfirmSelect) Synchronous() bool { return true }
 
 func (m *ConfirmSelect) AppendArgs(dst []byte) ([]byte, error) {
 	var bits0 uint8
-	if m.Nowait {
+	if m.NoWait {
 		bits0 |= 1 << 0
 	}
 	dst = append(dst, bits0)
@@ -1730,7 +1730,7 @@ func (m *ConfirmSelect) AppendArgs(dst []byte) ([]byte, error) {
 func (m *ConfirmSelect) decodeArgs(b []byte) error {
 	d := decoder{b: b}
 	bits0 := d.u8()
-	m.Nowait = bits0&(1<<0) != 0
+	m.NoWait = bits0&(1<<0) != 0
 	return d.finish()
 }
 

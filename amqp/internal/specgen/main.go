@@ -235,10 +235,13 @@ var primitives = map[string]bool{
 	"shortstr": true, "longstr": true, "timestamp": true, "table": true,
 }
 
-// fieldRenames resolves clashes between argument names and the methods of the
-// Method interface (ClassID, MethodID). The close methods carry the failing
-// method's ids, so they become ReplyClassID/ReplyMethodID next to ReplyCode.
-var fieldRenames = map[string]string{"class-id": "ReplyClassID", "method-id": "ReplyMethodID"}
+// fieldRenames overrides goName for a few XML field names:
+//   - class-id/method-id clash with the Method interface's ClassID() and
+//     MethodID(). Only the close methods carry them (the failing method's
+//     ids), so they become ReplyClassID/ReplyMethodID next to ReplyCode.
+//   - confirm.select spells its flag "nowait"; every other method says
+//     "no-wait", so it becomes NoWait for one name across methods.
+var fieldRenames = map[string]string{"class-id": "ReplyClassID", "method-id": "ReplyMethodID", "nowait": "NoWait"}
 
 var reservedGoNames = map[string]bool{
 	"ClassID": true, "MethodID": true, "Name": true, "HasContent": true,
