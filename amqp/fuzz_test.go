@@ -43,7 +43,8 @@ func asError(t *testing.T, err error) {
 }
 
 func methodSeeds(f *testing.F) {
-	for _, h := range []string{goldenConnectionStart, goldenBasicPublish, goldenBasicDeliver, goldenQueueDeclare, goldenConnectionClose} {
+	for _, h := range []string{goldenConnectionStart, goldenBasicPublish, goldenBasicDeliver, goldenQueueDeclare,
+		goldenConnectionClose, rabbitConnectionStart, rabbitChannelClose406} {
 		b := unhex(f, h)
 		f.Add(b[FrameHeaderSize : len(b)-1])
 	}
@@ -131,6 +132,9 @@ func FuzzDecodeTable(f *testing.F) {
 
 func FuzzDecodeProperties(f *testing.F) {
 	f.Add(unhex(f, goldenAllProps))
+	if h := unhex(f, rabbitContentHeader); len(h) > 20 {
+		f.Add(h[FrameHeaderSize+12 : len(h)-1])
+	}
 	f.Add([]byte{0x90, 0, 1, 'a', 2})
 	f.Add([]byte{0, 1, 0, 0})
 	f.Add([]byte{0x20, 0, 0, 0, 0, 4, 1, 'k', 'Z', 0})

@@ -142,3 +142,69 @@ func TestRabbitMQMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestRabbitMQCapture prints frames RabbitMQ produces, for the golden tests
+// in rabbitmq_golden_test.go.
+func TestRabbitMQCapture(t *testing.T) {
+	addr := os.Getenv("WARREN_RABBITMQ_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:5672"
+	}
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		t.Skipf("no broker: %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fr := NewFrameReader(c, 0)
+	fr.SetMaxFrameSize(1 << 20)
+	raw := func(what string) Frame {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		out := []byte{f.Type, byte(f.Channel >> 8), byte(f.Channel)}
+		out = binary.BigEndian.AppendUint32(out, uint32(len(f.Payload)))
+		out = append(out, f.Payload...)
+		out = append(out, FrameEnd)
+		t.Logf("%s: %x", what, out)
+		return f
+	}
+	send := func(ch uint16, m Method) {
+		b, err := AppendMethodFrame(nil, ch, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(b)
+	}
+	c.Write(ProtocolHeader)
+	raw("connection.start")
+	send(0, &ConnectionStartOk{ClientProperties: Table{"product": "warren-probe"}, Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	raw("connection.tune")
+	send(0, &ConnectionTuneOk{ChannelMax: 2047, FrameMax: 131072})
+	send(0, &ConnectionOpen{VirtualHost: "/"})
+	raw("connection.open-ok")
+	send(1, &ChannelOpen{})
+	raw("channel.open-ok")
+	send(1, &QueueDeclare{Queue: "warren-amqp-capture", AutoDelete: true})
+	raw("queue.declare-ok")
+	send(1, &QueuePurge{Queue: "warren-amqp-capture"})
+	raw("queue.purge-ok")
+	p := allProps()
+	p.ReplyTo = "replies" // amq.rabbitmq.reply-to needs a direct reply-to consumer
+	p.Headers = Table{"A": []any{true, int32(1)}, "B": uint8(255), "D": Decimal{Scale: 2, Value: -300},
+		"F": Table{"n": "v"}, "I": int32(-5), "S": "abc", "T": time.Unix(0x65a0bc00, 0).UTC(), "V": nil,
+		"b": int8(-128), "d": 1.5, "f": float32(1.5), "l": int64(-1), "s": int16(-2), "t": false, "x": []byte{0, 0xff}}
+	props, err := p.Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(1, &BasicPublish{RoutingKey: "warren-amqp-capture"})
+	c.Write(AppendHeaderFrame(nil, 1, ClassBasic, 5, props))
+	c.Write(AppendBodyFrames(nil, 1, []byte("hello"), 131072))
+	send(1, &BasicConsume{Queue: "warren-amqp-capture", ConsumerTag: "ctag", NoAck: true})
+	raw("basic.consume-ok")
+	raw("basic.deliver")
+	raw("content header")
+	raw("content body")
+}
