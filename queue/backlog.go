@@ -116,3 +116,76 @@ func (h *seqHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return e
 }
+
+// priorityBacklog keeps one FIFO backlog per priority level and serves the
+// highest non-empty level first; within a level, order is by Seq as in a
+// plain queue. A message priority above the maximum counts as the maximum.
+type priorityBacklog struct {
+	levels []memBacklog
+	n      int
+	bytes  int64
+}
+
+// NewPriorityBacklog returns a backlog for x-max-priority = max.
+func NewPriorityBacklog(max uint8) Backlog {
+	return &priorityBacklog{levels: make([]memBacklog, int(max)+1)}
+}
+
+func (b *priorityBacklog) level(e Entry) *memBacklog {
+	p := int(e.Msg.Priority)
+	if p >= len(b.levels) {
+		p = len(b.levels) - 1
+	}
+	return &b.levels[p]
+}
+
+func (b *priorityBacklog) Push(e Entry) {
+	b.level(e).Push(e)
+	b.n++
+	b.bytes += e.Msg.Size()
+}
+
+func (b *priorityBacklog) Requeue(e Entry) {
+	b.level(e).Requeue(e)
+	b.n++
+	b.bytes += e.Msg.Size()
+}
+
+func (b *priorityBacklog) top() *memBacklog {
+	for i := len(b.levels) - 1; i >= 0; i-- {
+		if b.levels[i].Len() > 0 {
+			return &b.levels[i]
+		}
+	}
+	return nil
+}
+
+func (b *priorityBacklog) Peek() (Entry, bool) {
+	if l := b.top(); l != nil {
+		return l.Peek()
+	}
+	return Entry{}, false
+}
+
+func (b *priorityBacklog) Pop() (Entry, bool) {
+	l := b.top()
+	if l == nil {
+		return Entry{}, false
+	}
+	e, _ := l.Pop()
+	b.n--
+	b.bytes -= e.Msg.Size()
+	return e, true
+}
+
+func (b *priorityBacklog) Len() int     { return b.n }
+func (b *priorityBacklog) Bytes() int64 { return b.bytes }
+
+func (b *priorityBacklog) Purge() int {
+	n := b.n
+	for i := range b.levels {
+		b.levels[i].Purge()
+	}
+	b.n, b.bytes = 0, 0
+	return n
+}

@@ -5,6 +5,8 @@
 // the Backlog interface, so a disk-backed backlog slots in unchanged.
 package queue
 
+import "time"
+
 // Message is one published message. It is immutable once published and may
 // be shared by many queues; a queue refers to it through an Entry.
 type Message struct {
@@ -16,6 +18,11 @@ type Message struct {
 	Body  []byte
 	// Persistent is true for delivery-mode 2.
 	Persistent bool
+	// Priority is the priority property (0 when absent).
+	Priority uint8
+	// TTL is the message's own expiration property, when HasTTL.
+	TTL    time.Duration
+	HasTTL bool
 }
 
 // Size is the message's weight for byte-based accounting.
@@ -28,4 +35,6 @@ type Entry struct {
 	Seq         uint64
 	Msg         *Message
 	Redelivered bool
+	// Expires is when the entry expires, in Unix nanoseconds; 0 = never.
+	Expires int64
 }

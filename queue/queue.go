@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"sync"
+	"time"
 )
 
 // Consumer receives deliveries from a queue.
@@ -27,14 +28,16 @@ const (
 	Settled
 )
 
-// Errors from AddConsumer.
+// Errors from AddConsumer and Delete.
 var (
 	// ErrExclusiveConsumer: the queue already has an exclusive consumer.
 	ErrExclusiveConsumer = errors.New("queue: in exclusive use")
 	// ErrHasConsumers: an exclusive consumer was asked for while others exist.
 	ErrHasConsumers = errors.New("queue: cannot obtain exclusive access")
 	// ErrDeleted: the queue is gone.
-	ErrDeleted = errors.New("queue: deleted")
+	ErrDeleted  = errors.New("queue: deleted")
+	ErrInUse    = errors.New("queue: in use")
+	ErrNotEmpty = errors.New("queue: not empty")
 )
 
 // Decl is what a queue was declared with.
@@ -48,6 +51,42 @@ type Decl struct {
 	Owner uint64
 }
 
+// Reason is why a message was dead-lettered, as x-death spells it.
+type Reason string
+
+// Dead-letter reasons.
+const (
+	Rejected Reason = "rejected"
+	Expired  Reason = "expired"
+	MaxLen   Reason = "maxlen"
+)
+
+// Dead is a message leaving a queue other than by acknowledgement.
+type Dead struct {
+	Msg    *Message
+	Reason Reason
+}
+
+// Hooks are how a queue reports events its owner acts on. They are called
+// without the queue's lock held, on whichever goroutine caused the event
+// (a timer's, for expiry).
+type Hooks struct {
+	// DeadLetter receives messages rejected, expired or dropped for length
+	// while the queue has a dead-letter exchange.
+	DeadLetter func(q *Queue, dead []Dead)
+	// Expired is called when the queue has been unused for its x-expires.
+	Expired func(q *Queue)
+}
+
+// Options configure a new queue.
+type Options struct {
+	Backlog Backlog // default: in memory
+	Limits  Limits
+	Hooks   Hooks
+	// Now is the clock (default time.Now); tests replace it.
+	Now func() time.Time
+}
+
 type consumerSlot struct {
 	tag string
 	c   Consumer
@@ -58,6 +97,9 @@ type consumerSlot struct {
 // may be taken before a channel's lock (Deliver), never after it.
 type Queue struct {
 	Decl
+	limits Limits
+	hooks  Hooks
+	now    func() time.Time
 
 	mu          sync.Mutex
 	backlog     Backlog
@@ -68,32 +110,182 @@ type Queue struct {
 	seq         uint64
 	unacked     int
 	deleted     bool
+	dead        []Dead // dead letters waiting to be reported after unlock
+	ttlTimer    *time.Timer
+	ttlAt       int64 // when ttlTimer fires, unix nanos; 0 = not armed
+	expTimer    *time.Timer
+	lastUsed    time.Time
 }
 
-// New returns an empty queue keeping its messages in backlog (a memory
-// backlog when nil).
-func New(d Decl, backlog Backlog) *Queue {
-	if backlog == nil {
-		backlog = NewMemBacklog()
+// New returns an empty queue.
+func New(d Decl, o Options) *Queue {
+	if o.Limits == (Limits{}) {
+		o.Limits = Limits{MaxLength: -1, MaxLengthBytes: -1}
 	}
-	return &Queue{Decl: d, backlog: backlog}
+	if o.Backlog == nil {
+		if o.Limits.MaxPriority > 0 {
+			o.Backlog = NewPriorityBacklog(o.Limits.MaxPriority)
+		} else {
+			o.Backlog = NewMemBacklog()
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	q := &Queue{Decl: d, limits: o.Limits, hooks: o.Hooks, now: o.Now, backlog: o.Backlog}
+	q.lastUsed = q.now()
+	if q.limits.Expires > 0 {
+		q.expTimer = time.AfterFunc(q.limits.Expires, q.expireCheck)
+	}
+	return q
 }
 
-// Enqueue appends m and offers it to the consumers. It reports false when
-// the queue has been deleted.
-func (q *Queue) Enqueue(m *Message) bool {
+// Limits returns the limits the queue was created with.
+func (q *Queue) Limits() Limits { return q.limits }
+
+// EnqueueResult says what became of an enqueued message.
+type EnqueueResult uint8
+
+// Results of Enqueue.
+const (
+	Enqueued EnqueueResult = iota
+	// Dropped: the queue is full with overflow reject-publish(-dlx); the
+	// publisher is nacked under confirms.
+	Dropped
+	// Gone: the queue was deleted.
+	Gone
+)
+
+// Enqueue appends m and offers it to the consumers.
+func (q *Queue) Enqueue(m *Message) EnqueueResult {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	r := q.enqueueLocked(m)
+	dead := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead)
+	return r
+}
+
+func (q *Queue) enqueueLocked(m *Message) EnqueueResult {
 	if q.deleted {
-		return false
+		return Gone
+	}
+	now := q.now()
+	q.dropExpired(now)
+	if q.limits.Overflow != DropHead && q.full(m.Size()) {
+		if q.limits.Overflow == RejectPublishDLX {
+			q.deadLetter(m, MaxLen)
+		}
+		return Dropped
 	}
 	q.seq++
-	e := Entry{Seq: q.seq, Msg: m}
+	e := Entry{Seq: q.seq, Msg: m, Expires: q.expiry(m, now)}
 	if q.backlog.Len() == 0 && q.offer(e) {
-		return true
+		return Enqueued
 	}
 	q.backlog.Push(e)
-	return true
+	if q.limits.Overflow == DropHead {
+		for q.over() {
+			old, _ := q.backlog.Pop()
+			q.deadLetter(old.Msg, MaxLen)
+		}
+	}
+	q.armTTL()
+	return Enqueued
+}
+
+// full reports whether one more message of size bytes would pass a limit.
+func (q *Queue) full(size int64) bool {
+	l := q.limits
+	return (l.MaxLength >= 0 && int64(q.backlog.Len()) >= l.MaxLength) ||
+		(l.MaxLengthBytes >= 0 && q.backlog.Bytes()+size > l.MaxLengthBytes)
+}
+
+// over reports whether the backlog is past a limit.
+func (q *Queue) over() bool {
+	l := q.limits
+	return (l.MaxLength >= 0 && int64(q.backlog.Len()) > l.MaxLength) ||
+		(l.MaxLengthBytes >= 0 && q.backlog.Bytes() > l.MaxLengthBytes)
+}
+
+// expiry is when a message enqueued now expires: the earlier of the queue's
+// x-message-ttl and the message's own expiration; 0 for never.
+func (q *Queue) expiry(m *Message, now time.Time) int64 {
+	ttl, has := q.limits.MessageTTL, q.limits.HasMessageTTL
+	if m.HasTTL && (!has || m.TTL < ttl) {
+		ttl, has = m.TTL, true
+	}
+	if !has {
+		return 0
+	}
+	return now.Add(ttl).UnixNano()
+}
+
+// dropExpired dead-letters expired entries at the head, as RabbitMQ
+// expires messages only once they reach the head. q.mu must be held.
+func (q *Queue) dropExpired(now time.Time) {
+	n := now.UnixNano()
+	for {
+		e, ok := q.backlog.Peek()
+		if !ok || e.Expires == 0 || e.Expires > n {
+			return
+		}
+		q.backlog.Pop()
+		q.deadLetter(e.Msg, Expired)
+	}
+}
+
+// armTTL makes sure a timer fires when the head entry expires, so expiry
+// happens without consumers. q.mu must be held.
+func (q *Queue) armTTL() {
+	e, ok := q.backlog.Peek()
+	if !ok || e.Expires == 0 || q.deleted {
+		return
+	}
+	if q.ttlAt != 0 && q.ttlAt <= e.Expires {
+		return
+	}
+	d := time.Duration(e.Expires - q.now().UnixNano())
+	if q.ttlTimer == nil {
+		q.ttlTimer = time.AfterFunc(d, q.ttlTick)
+	} else {
+		q.ttlTimer.Reset(d)
+	}
+	q.ttlAt = e.Expires
+}
+
+func (q *Queue) ttlTick() {
+	q.mu.Lock()
+	q.ttlAt = 0
+	if !q.deleted {
+		q.dropExpired(q.now())
+		q.dispatch()
+		q.armTTL()
+	}
+	dead := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead)
+}
+
+// deadLetter records m for the DeadLetter hook if the queue has a
+// dead-letter exchange; otherwise the message is simply dropped.
+// q.mu must be held.
+func (q *Queue) deadLetter(m *Message, r Reason) {
+	if q.limits.HasDLX && q.hooks.DeadLetter != nil {
+		q.dead = append(q.dead, Dead{Msg: m, Reason: r})
+	}
+}
+
+func (q *Queue) takeDead() []Dead {
+	d := q.dead
+	q.dead = nil
+	return d
+}
+
+func (q *Queue) report(dead []Dead) {
+	if len(dead) > 0 {
+		q.hooks.DeadLetter(q, dead)
+	}
 }
 
 // offer tries every consumer once, starting after the last one served.
@@ -118,9 +310,21 @@ func (q *Queue) offer(e Entry) bool {
 // dispatch hands ready entries to consumers until either runs out.
 // q.mu must be held.
 func (q *Queue) dispatch() {
-	for len(q.consumers) > 0 {
+	if len(q.consumers) == 0 {
+		return
+	}
+	now := q.now().UnixNano()
+	for {
 		e, ok := q.backlog.Peek()
-		if !ok || !q.offer(e) {
+		if !ok {
+			return
+		}
+		if e.Expires != 0 && e.Expires <= now {
+			q.backlog.Pop()
+			q.deadLetter(e.Msg, Expired)
+			continue
+		}
+		if !q.offer(e) {
 			return
 		}
 		q.backlog.Pop()
@@ -132,43 +336,93 @@ func (q *Queue) dispatch() {
 func (q *Queue) Kick() {
 	q.mu.Lock()
 	q.dispatch()
+	dead := q.takeDead()
 	q.mu.Unlock()
+	q.report(dead)
 }
 
 // Get takes the first ready entry for basic.get. It returns the entry and
 // the number of messages left ready.
 func (q *Queue) Get() (Entry, int, bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.lastUsed = q.now()
+	q.dropExpired(q.lastUsed)
 	e, ok := q.backlog.Pop()
 	if ok {
 		q.unacked++
 	}
-	return e, q.backlog.Len(), ok
+	n := q.backlog.Len()
+	dead := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead)
+	return e, n, ok
 }
 
-// Settle records that n entries taken from this queue were acknowledged,
-// rejected without requeue or delivered with no-ack.
+// Settle records that n entries taken from this queue were acknowledged or
+// dropped.
 func (q *Queue) Settle(n int) {
 	q.mu.Lock()
 	q.unacked -= n
 	q.mu.Unlock()
 }
 
+// Reject settles taken entries that a client rejected without requeue:
+// they are dead-lettered if the queue has a dead-letter exchange.
+func (q *Queue) Reject(entries []Entry) {
+	q.mu.Lock()
+	q.unacked -= len(entries)
+	for _, e := range entries {
+		q.deadLetter(e.Msg, Rejected)
+	}
+	dead := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead)
+}
+
 // Requeue returns taken entries to their original places, marked
 // redelivered, and offers them again.
 func (q *Queue) Requeue(entries []Entry) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.unacked -= len(entries)
-	if q.deleted {
+	if !q.deleted {
+		for _, e := range entries {
+			e.Redelivered = true
+			q.backlog.Requeue(e)
+		}
+		q.dropExpired(q.now())
+		q.dispatch()
+		q.armTTL()
+	}
+	dead := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead)
+}
+
+// Touch records a use of the queue (a re-declaration), restarting its
+// x-expires countdown.
+func (q *Queue) Touch() {
+	q.mu.Lock()
+	q.lastUsed = q.now()
+	q.mu.Unlock()
+}
+
+// expireCheck runs on the x-expires timer.
+func (q *Queue) expireCheck() {
+	q.mu.Lock()
+	if q.deleted || len(q.consumers) > 0 {
+		q.mu.Unlock()
 		return
 	}
-	for _, e := range entries {
-		e.Redelivered = true
-		q.backlog.Requeue(e)
+	idle := q.now().Sub(q.lastUsed)
+	if idle < q.limits.Expires {
+		q.expTimer.Reset(q.limits.Expires - idle)
+		q.mu.Unlock()
+		return
 	}
-	q.dispatch()
+	q.mu.Unlock()
+	if q.hooks.Expired != nil {
+		q.hooks.Expired(q)
+	}
 }
 
 // AddConsumer attaches c under tag. Deliveries start with the next Kick,
@@ -187,6 +441,7 @@ func (q *Queue) AddConsumer(tag string, c Consumer, exclusive bool) error {
 	q.consumers = append(q.consumers, consumerSlot{tag: tag, c: c})
 	q.exclusive = exclusive
 	q.hadConsumer = true
+	q.lastUsed = q.now()
 	return nil
 }
 
@@ -209,6 +464,10 @@ func (q *Queue) RemoveConsumer(tag string, c Consumer) (autoDelete bool) {
 			break
 		}
 	}
+	q.lastUsed = q.now()
+	if len(q.consumers) == 0 && q.expTimer != nil && !q.deleted {
+		q.expTimer.Reset(q.limits.Expires)
+	}
 	return q.AutoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.deleted
 }
 
@@ -227,11 +486,15 @@ type Stats struct {
 	Consumers  int
 }
 
-// Stats returns the queue's counters.
+// Stats returns the queue's counters, after dropping expired head messages.
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	return Stats{Ready: q.backlog.Len(), ReadyBytes: q.backlog.Bytes(), Unacked: q.unacked, Consumers: len(q.consumers)}
+	q.dropExpired(q.now())
+	s := Stats{Ready: q.backlog.Len(), ReadyBytes: q.backlog.Bytes(), Unacked: q.unacked, Consumers: len(q.consumers)}
+	dead := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead)
+	return s
 }
 
 // Deleted reports whether Delete has been called.
@@ -240,12 +503,6 @@ func (q *Queue) Deleted() bool {
 	defer q.mu.Unlock()
 	return q.deleted
 }
-
-// Errors from Delete.
-var (
-	ErrInUse    = errors.New("queue: in use")
-	ErrNotEmpty = errors.New("queue: not empty")
-)
 
 // Delete marks the queue deleted and drops its messages. With ifUnused it
 // refuses (ErrInUse) while consumers are attached; with ifEmpty it refuses
@@ -264,6 +521,12 @@ func (q *Queue) Delete(ifUnused, ifEmpty bool) (ready int, consumers []ConsumerR
 		return 0, nil, ErrNotEmpty
 	}
 	q.deleted = true
+	if q.ttlTimer != nil {
+		q.ttlTimer.Stop()
+	}
+	if q.expTimer != nil {
+		q.expTimer.Stop()
+	}
 	ready = q.backlog.Purge()
 	for _, s := range q.consumers {
 		consumers = append(consumers, ConsumerRef{Tag: s.tag, Consumer: s.c})

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"testing"
+	"time"
 )
 
 // recorder is a Consumer that takes up to limit deliveries.
@@ -33,7 +34,7 @@ func bodies(es []Entry) []string {
 }
 
 func TestRequeueReturnsToOriginalPosition(t *testing.T) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	for _, b := range []string{"1", "2", "3", "4", "5"} {
 		q.Enqueue(msg(b))
 	}
@@ -70,7 +71,7 @@ func TestRequeueReturnsToOriginalPosition(t *testing.T) {
 }
 
 func TestRoundRobinAndCredit(t *testing.T) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	a, b := &recorder{limit: 2}, &recorder{limit: -1}
 	if err := q.AddConsumer("a", a, false); err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestRoundRobinAndCredit(t *testing.T) {
 }
 
 func TestHeldMessagesFlowOnKick(t *testing.T) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	c := &recorder{limit: 0}
 	q.AddConsumer("c", c, false)
 	for i := 0; i < 3; i++ {
@@ -108,7 +109,7 @@ func TestHeldMessagesFlowOnKick(t *testing.T) {
 }
 
 func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	c := &recorder{limit: -1, noAck: true}
 	q.AddConsumer("c", c, false)
 	q.Kick()
@@ -119,14 +120,14 @@ func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
 }
 
 func TestExclusiveConsumer(t *testing.T) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	if err := q.AddConsumer("a", &recorder{}, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.AddConsumer("b", &recorder{}, false); err != ErrExclusiveConsumer {
 		t.Fatalf("second consumer: %v, want ErrExclusiveConsumer", err)
 	}
-	q2 := New(Decl{Name: "q2"}, nil)
+	q2 := New(Decl{Name: "q2"}, Options{})
 	q2.AddConsumer("a", &recorder{}, false)
 	if err := q2.AddConsumer("b", &recorder{}, true); err != ErrHasConsumers {
 		t.Fatalf("exclusive after shared: %v, want ErrHasConsumers", err)
@@ -134,7 +135,7 @@ func TestExclusiveConsumer(t *testing.T) {
 }
 
 func TestAutoDeleteAfterLastConsumer(t *testing.T) {
-	q := New(Decl{Name: "q", AutoDelete: true}, nil)
+	q := New(Decl{Name: "q", AutoDelete: true}, Options{})
 	a, b := &recorder{}, &recorder{}
 	q.AddConsumer("a", a, false)
 	q.AddConsumer("b", b, false)
@@ -147,7 +148,7 @@ func TestAutoDeleteAfterLastConsumer(t *testing.T) {
 }
 
 func TestDeleteConditions(t *testing.T) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	q.Enqueue(msg("m"))
 	if _, _, err := q.Delete(false, true); err != ErrNotEmpty {
 		t.Fatalf("if-empty: %v", err)
@@ -161,13 +162,13 @@ func TestDeleteConditions(t *testing.T) {
 	if err != nil || n != 1 || len(cs) != 1 || cs[0].Tag != "c" {
 		t.Fatalf("delete = %d %v %v", n, cs, err)
 	}
-	if q.Enqueue(msg("late")) {
+	if q.Enqueue(msg("late")) != Gone {
 		t.Fatal("enqueue on a deleted queue succeeded")
 	}
 }
 
 func BenchmarkEnqueueDeliver(b *testing.B) {
-	q := New(Decl{Name: "q"}, nil)
+	q := New(Decl{Name: "q"}, Options{})
 	c := &discard{}
 	q.AddConsumer("c", c, false)
 	m := msg("hello")
@@ -180,3 +181,76 @@ func BenchmarkEnqueueDeliver(b *testing.B) {
 type discard struct{}
 
 func (discard) Deliver(*Queue, Entry) Outcome { return Settled }
+
+func TestPriorityOrder(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, MaxPriority: 5}})
+	for i, p := range []uint8{0, 3, 9, 3, 1} {
+		q.Enqueue(&Message{Body: []byte{byte('a' + i)}, Priority: p})
+	}
+	var got []byte
+	var taken []Entry
+	for {
+		e, _, ok := q.Get()
+		if !ok {
+			break
+		}
+		got = append(got, e.Msg.Body[0])
+		taken = append(taken, e)
+	}
+	// 9 counts as 5; equal priorities stay FIFO.
+	if string(got) != "cbdea" {
+		t.Fatalf("order %q, want cbdea", got)
+	}
+	q.Requeue([]Entry{taken[4], taken[2]}) // a (0), d (3)
+	e, _, _ := q.Get()
+	if e.Msg.Body[0] != 'd' || !e.Redelivered {
+		t.Fatalf("after requeue got %q redelivered=%v, want d", e.Msg.Body, e.Redelivered)
+	}
+}
+
+func TestMaxLengthDropHeadDeadLetters(t *testing.T) {
+	var dead []Dead
+	q := New(Decl{Name: "q"}, Options{
+		Limits: Limits{MaxLength: 2, MaxLengthBytes: -1, HasDLX: true},
+		Hooks:  Hooks{DeadLetter: func(_ *Queue, d []Dead) { dead = append(dead, d...) }},
+	})
+	for _, b := range []string{"1", "2", "3", "4"} {
+		q.Enqueue(msg(b))
+	}
+	if len(dead) != 2 || string(dead[0].Msg.Body) != "1" || dead[1].Reason != MaxLen {
+		t.Fatalf("dead = %+v", dead)
+	}
+	if q.Stats().Ready != 2 {
+		t.Fatalf("ready = %d", q.Stats().Ready)
+	}
+}
+
+func TestRejectPublish(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: 1, MaxLengthBytes: -1, Overflow: RejectPublish}})
+	if r := q.Enqueue(msg("1")); r != Enqueued {
+		t.Fatalf("first: %v", r)
+	}
+	if r := q.Enqueue(msg("2")); r != Dropped {
+		t.Fatalf("second: %v, want Dropped", r)
+	}
+}
+
+func TestHeadExpiryWithFakeClock(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var dead []Dead
+	q := New(Decl{Name: "q"}, Options{
+		Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, HasMessageTTL: true, MessageTTL: time.Hour, HasDLX: true},
+		Hooks:  Hooks{DeadLetter: func(_ *Queue, d []Dead) { dead = append(dead, d...) }},
+		Now:    func() time.Time { return now },
+	})
+	q.Enqueue(msg("old"))
+	now = now.Add(30 * time.Minute)
+	q.Enqueue(msg("new"))
+	now = now.Add(31 * time.Minute)
+	if st := q.Stats(); st.Ready != 1 {
+		t.Fatalf("ready = %d, want 1", st.Ready)
+	}
+	if len(dead) != 1 || string(dead[0].Msg.Body) != "old" || dead[0].Reason != Expired {
+		t.Fatalf("dead = %+v", dead)
+	}
+}

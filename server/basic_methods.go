@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/binary"
 	"errors"
+	"strconv"
+	"time"
 
 	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
@@ -12,7 +14,7 @@ import (
 
 func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	if m.PrefetchSize != 0 {
-		return amqp.Errorf(amqp.NotImplemented, 0, 0, "NOT_IMPLEMENTED - prefetch_size!=0 (%d)", m.PrefetchSize)
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
 	ch.mu.Lock()
 	if m.Global {
@@ -42,16 +44,16 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	ch.mu.Lock()
 	if _, dup := ch.consumers[tag]; dup {
 		ch.mu.Unlock()
-		return amqp.Errorf(amqp.NotAllowed, 0, 0, "NOT_ALLOWED - attempt to reuse consumer tag '%s'", tag)
+		return amqp.Errorf(amqp.NotAllowed, 0, 0, "attempt to reuse consumer tag '%s'", tag)
 	}
 	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.prefetch}
 	ch.mu.Unlock()
 
 	switch err := q.AddConsumer(tag, k, m.Exclusive); {
 	case errors.Is(err, queue.ErrExclusiveConsumer):
-		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrHasConsumers):
-		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - cannot obtain exclusive access to queue '%s' in vhost '%s'", name, ch.c.vhost.name)
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "cannot obtain exclusive access to queue '%s' in vhost '%s'", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrDeleted):
 		return notFoundQueue(name, ch.c.vhost.name)
 	}
@@ -130,7 +132,7 @@ func (ch *channel) publishAssembled() error {
 func (ch *channel) publish(p *publishing) error {
 	m := p.method
 	if m.Immediate {
-		return amqp.Errorf(amqp.NotImplemented, 60, 40, "NOT_IMPLEMENTED - immediate=true")
+		return amqp.Errorf(amqp.NotImplemented, 60, 40, "immediate=true")
 	}
 	v := ch.c.vhost
 	v.mu.RLock()
@@ -140,26 +142,38 @@ func (ch *channel) publish(p *publishing) error {
 		return notFoundExchange(m.Exchange, v.name)
 	}
 	if e.Internal {
-		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, v.name)
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, v.name)
 	}
 	if err := ch.checkUserID(p.props); err != nil {
 		return err
+	}
+	if exp, ok := amqp.PropExpiration(p.props); ok {
+		ttl, err := strconv.ParseUint(exp, 10, 32)
+		if err != nil {
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
+		}
+		p.ttl, p.hasTTL = time.Duration(ttl)*time.Millisecond, true
 	}
 	if ch.tx != nil {
 		ch.tx.Publish(p)
 		return nil
 	}
-	ch.route(p)
+	dropped := ch.route(p)
 	if ch.confirm {
 		ch.confirmSeq++
-		ch.c.out.sendMethod(ch.id, &amqp.BasicAck{DeliveryTag: ch.confirmSeq})
+		if dropped {
+			ch.c.out.sendMethod(ch.id, &amqp.BasicNack{DeliveryTag: ch.confirmSeq})
+		} else {
+			ch.c.out.sendMethod(ch.id, &amqp.BasicAck{DeliveryTag: ch.confirmSeq})
+		}
 	}
 	return nil
 }
 
 // route delivers a complete publish to its queues, returning it to the
-// publisher when it is mandatory and unroutable.
-func (ch *channel) route(p *publishing) {
+// publisher when it is mandatory and unroutable. It reports whether a queue
+// refused the message for its length limit.
+func (ch *channel) route(p *publishing) (dropped bool) {
 	m := p.method
 	v := ch.c.vhost
 	msg := &queue.Message{
@@ -168,6 +182,9 @@ func (ch *channel) route(p *publishing) {
 		Props:      p.props,
 		Body:       p.body,
 		Persistent: amqp.PropDeliveryMode(p.props) == 2,
+		Priority:   priority(p.props),
+		TTL:        p.ttl,
+		HasTTL:     p.hasTTL,
 	}
 	s, _, ok := v.route(m.Exchange, m.RoutingKey, func() map[string]any {
 		h, _ := amqp.PropHeaders(p.props)
@@ -176,8 +193,11 @@ func (ch *channel) route(p *publishing) {
 	defer v.releaseScratch(s)
 	routed := false
 	for _, q := range s.queues {
-		if q.Enqueue(msg) {
+		switch q.Enqueue(msg) {
+		case queue.Enqueued:
 			routed = true
+		case queue.Dropped:
+			routed, dropped = true, true
 		}
 	}
 	if ok && !routed && m.Mandatory {
@@ -185,6 +205,7 @@ func (ch *channel) route(p *publishing) {
 			ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 		}, p.props, p.body, ch.c.frameMax)
 	}
+	return dropped
 }
 
 func (ch *channel) basicGet(m *amqp.BasicGet) error {
@@ -231,7 +252,7 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	}
 	ch.mu.Unlock()
 	if !ok {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - unknown delivery tag %d", tag)
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "unknown delivery tag %d", tag)
 	}
 	s := txn.Settle{Deliveries: ds, Ack: isAck, Requeue: requeue}
 	if ch.tx != nil {
@@ -257,14 +278,22 @@ func applySettle(s txn.Settle) {
 		for n < len(ds) && ds[n].Queue == q {
 			n++
 		}
-		q.Settle(n)
+		if s.Ack {
+			q.Settle(n)
+		} else {
+			entries := make([]queue.Entry, n)
+			for i := range entries {
+				entries[i] = ds[i].Entry
+			}
+			q.Reject(entries)
+		}
 		ds = ds[n:]
 	}
 }
 
 func (ch *channel) basicRecover(requeue, sync bool) error {
 	if !requeue {
-		return amqp.Errorf(amqp.NotImplemented, 0, 0, "NOT_IMPLEMENTED - requeue=false")
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "requeue=false")
 	}
 	ch.mu.Lock()
 	ds := ch.unacked.TakeAll(nil)
@@ -284,7 +313,7 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 
 func (ch *channel) txSelect() error {
 	if ch.confirm {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - cannot switch from confirm to tx mode")
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "cannot switch from confirm to tx mode")
 	}
 	if ch.tx == nil {
 		ch.tx = &txn.Tx[*publishing]{}
@@ -294,7 +323,7 @@ func (ch *channel) txSelect() error {
 
 func (ch *channel) txCommit() error {
 	if ch.tx == nil {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - channel is not transactional")
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "channel is not transactional")
 	}
 	pubs, settles := ch.tx.Take()
 	for _, p := range pubs {
@@ -308,7 +337,7 @@ func (ch *channel) txCommit() error {
 
 func (ch *channel) txRollback() error {
 	if ch.tx == nil {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - channel is not transactional")
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "channel is not transactional")
 	}
 	ds := ch.tx.Rollback()
 	ch.mu.Lock()
@@ -325,10 +354,10 @@ func (ch *channel) txRollback() error {
 
 func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {
 	if ch.tx != nil {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - cannot switch from tx to confirm mode")
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "cannot switch from tx to confirm mode")
 	}
 	ch.confirm = true
-	return ch.reply(m.Nowait, &amqp.ConfirmSelectOk{})
+	return ch.reply(m.NoWait, &amqp.ConfirmSelectOk{})
 }
 
 // checkUserID refuses a user-id property that names someone other than the
@@ -342,5 +371,10 @@ func (ch *channel) checkUserID(props []byte) error {
 		return nil
 	}
 	return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
-		"PRECONDITION_FAILED - user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
+		"user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
+}
+
+func priority(props []byte) uint8 {
+	p, _ := amqp.PropPriority(props)
+	return p
 }

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
@@ -48,6 +51,8 @@ type publishing struct {
 	bodySize uint64
 	body     []byte
 	gotHdr   bool
+	ttl      time.Duration // the expiration property, when hasTTL
+	hasTTL   bool
 }
 
 // consumer is one basic.consume subscription.
@@ -125,7 +130,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	}
 	if ch.pub != nil {
 		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
-			"UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead")
+			"expected content header for class 60, got non content header frame instead")
 	}
 	err := ch.dispatch(m)
 	if err == nil {
@@ -133,7 +138,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	}
 	ae, ok := err.(*amqp.Error)
 	if !ok {
-		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "INTERNAL_ERROR - %v", err)
+		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "%v", err)
 	}
 	if ae.ClassID == 0 && ae.MethodID == 0 {
 		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
@@ -149,12 +154,12 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 // releases the channel's resources at once and discards frames until the
 // client's close-ok.
 func (ch *channel) softError(e *amqp.Error) {
-	ch.c.log.Warn().Uint16("channel", ch.id).Uint16("code", e.Code).Str("reason", e.Text).
+	ch.c.log.Warn().Uint16("channel", ch.id).Uint16("code", e.Code).Str("reason", e.ReplyString()).
 		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing channel on error")
 	ch.shutdown()
 	ch.closing = true
 	ch.pub = nil
-	ch.c.out.sendMethod(ch.id, &amqp.ChannelClose{ReplyCode: e.Code, ReplyText: e.Text, ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
+	ch.c.out.sendMethod(ch.id, &amqp.ChannelClose{ReplyCode: e.Code, ReplyText: e.ReplyString(), ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
 }
 
 func (ch *channel) dispatch(m amqp.Method) error {
@@ -217,12 +222,12 @@ func (ch *channel) dispatch(m amqp.Method) error {
 	case *amqp.ConfirmSelect:
 		return ch.confirmSelect(m)
 	case *amqp.ChannelOpen:
-		return amqp.Errorf(amqp.ChannelError, 20, 10, "CHANNEL_ERROR - second 'channel.open' seen")
+		return amqp.Errorf(amqp.ChannelError, 20, 10, "second 'channel.open' seen")
 	}
 	if m.ClassID() == 10 {
-		return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - connection method on channel %d", ch.id)
+		return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "connection method on channel %d", ch.id)
 	}
-	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - method %s is not valid from a client", m.Name())
+	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "method %s is not valid from a client", m.Name())
 }
 
 func (ch *channel) flow(m *amqp.ChannelFlow) error {
@@ -250,6 +255,11 @@ func (ch *channel) shutdown() {
 	pending := ch.unacked.TakeAll(nil)
 	ch.acking = 0
 	ch.mu.Unlock()
+	if ch.tx != nil {
+		// Acks of an uncommitted transaction never happened.
+		pending = append(pending, ch.tx.Rollback()...)
+		slices.SortFunc(pending, func(a, b ack.Delivery) int { return cmp.Compare(a.Tag, b.Tag) })
+	}
 
 	for _, k := range consumers {
 		ch.c.unregisterConsumer(k)
@@ -301,19 +311,19 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 	p := ch.pub
 	if f.Type == amqp.FrameHeader {
 		if p == nil || p.gotHdr {
-			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "UNEXPECTED_FRAME - expected method frame, got non method frame instead")
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 		}
 		h, err := amqp.DecodeContentHeader(f.Payload)
 		if err != nil {
 			return err
 		}
 		if h.ClassID != 60 {
-			return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - content header for class %d does not match method class 60", h.ClassID)
+			return amqp.Errorf(amqp.FrameError, 0, 0, "content header for class %d does not match method class 60", h.ClassID)
 		}
 		if h.BodySize > ch.c.srv.cfg.MaxMessageSize {
 			ch.pub = nil
 			ch.softError(amqp.Errorf(amqp.PreconditionFailed, 60, 40,
-				"PRECONDITION_FAILED - message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize))
+				"message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize))
 			return nil
 		}
 		p.gotHdr = true
@@ -326,10 +336,10 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		return nil
 	}
 	if p == nil || !p.gotHdr {
-		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "UNEXPECTED_FRAME - expected method frame, got non method frame instead")
+		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 	}
 	if uint64(len(p.body))+uint64(len(f.Payload)) > p.bodySize {
-		return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - body frame exceeds declared content size %d", p.bodySize)
+		return amqp.Errorf(amqp.FrameError, 0, 0, "body frame exceeds declared content size %d", p.bodySize)
 	}
 	p.body = append(p.body, f.Payload...)
 	if uint64(len(p.body)) == p.bodySize {

@@ -78,7 +78,7 @@ func (c *conn) serve() {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("connection handler panicked")
-			c.sendClose(amqp.Errorf(amqp.InternalError, 0, 0, "INTERNAL_ERROR"))
+			c.sendClose(amqp.Errorf(amqp.InternalError, 0, 0, "internal error"))
 		}
 		c.cleanup()
 		c.out.close()
@@ -93,7 +93,7 @@ func (c *conn) serve() {
 		var ae *amqp.Error
 		switch {
 		case errors.As(err, &ae):
-			c.log.Warn().Uint16("code", ae.Code).Str("reason", ae.Text).Msg("handshake refused")
+			c.log.Warn().Uint16("code", ae.Code).Str("reason", ae.ReplyString()).Msg("handshake refused")
 		case errors.Is(err, io.EOF):
 		default:
 			c.log.Debug().Err(err).Msg("handshake failed")
@@ -121,7 +121,7 @@ func (c *conn) serve() {
 // any goroutine.
 func (c *conn) forceClose(reason string) {
 	c.forceOnce.Do(func() {
-		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "CONNECTION_FORCED - %s", reason))
+		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
 		// Give the client a moment to answer close-ok, then cut the socket.
 		time.AfterFunc(2*time.Second, func() { c.nc.Close() })
 	})
@@ -129,14 +129,14 @@ func (c *conn) forceClose(reason string) {
 
 // sendClose sends connection.close for e.
 func (c *conn) sendClose(e *amqp.Error) {
-	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
+	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyString(), ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
 }
 
 // hardError closes the connection for a connection-level exception: the
 // broker sends connection.close and then waits, discarding frames, for
 // close-ok.
 func (c *conn) hardError(e *amqp.Error) error {
-	c.log.Warn().Uint16("code", e.Code).Str("reason", e.Text).
+	c.log.Warn().Uint16("code", e.Code).Str("reason", e.ReplyString()).
 		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing connection on error")
 	c.sendClose(e)
 	c.closing = true
@@ -201,7 +201,7 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 	switch f.Type {
 	case amqp.FrameHeartbeat:
 		if f.Channel != 0 {
-			return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - heartbeat frame on non-zero channel %d", f.Channel)
+			return amqp.Errorf(amqp.FrameError, 0, 0, "heartbeat frame on non-zero channel %d", f.Channel)
 		}
 		return nil
 	case amqp.FrameMethod:
@@ -215,15 +215,15 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		return c.handleChannelMethod(f.Channel, m)
 	case amqp.FrameHeader, amqp.FrameBody:
 		if f.Channel == 0 {
-			return amqp.Errorf(amqp.CommandInvalid, 0, 0, "COMMAND_INVALID - content frame on channel 0")
+			return amqp.Errorf(amqp.CommandInvalid, 0, 0, "content frame on channel 0")
 		}
 		ch := c.channels[f.Channel]
 		if ch == nil {
-			return amqp.Errorf(amqp.ChannelError, 0, 0, "CHANNEL_ERROR - expected 'channel.open'")
+			return amqp.Errorf(amqp.ChannelError, 0, 0, "expected 'channel.open'")
 		}
 		return ch.handleContent(f)
 	}
-	return amqp.Errorf(amqp.FrameError, 0, 0, "FRAME_ERROR - unknown frame type %d", f.Type)
+	return amqp.Errorf(amqp.FrameError, 0, 0, "unknown frame type %d", f.Type)
 }
 
 func (c *conn) handleConnectionMethod(m amqp.Method) error {
@@ -235,17 +235,17 @@ func (c *conn) handleConnectionMethod(m amqp.Method) error {
 	case *amqp.ConnectionCloseOk:
 		return errClosed
 	}
-	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - unexpected method %s on channel 0", m.Name())
+	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s on channel 0", m.Name())
 }
 
 func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 	ch := c.channels[id]
 	if _, ok := m.(*amqp.ChannelOpen); ok {
 		if ch != nil {
-			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "CHANNEL_ERROR - second 'channel.open' seen")
+			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "second 'channel.open' seen")
 		}
 		if id > c.channelMax {
-			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "CHANNEL_ERROR - channel id %d greater than channel max %d", id, c.channelMax)
+			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "channel id %d greater than channel max %d", id, c.channelMax)
 		}
 		c.channels[id] = newChannel(c, id)
 		c.out.sendMethod(id, &amqp.ChannelOpenOk{})
@@ -253,9 +253,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 	}
 	if ch == nil {
 		if m.ClassID() == 10 {
-			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - connection method on channel %d", id)
+			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "connection method on channel %d", id)
 		}
-		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "CHANNEL_ERROR - expected 'channel.open'")
+		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "expected 'channel.open'")
 	}
 	return ch.handleMethod(m)
 }
@@ -318,7 +318,7 @@ func (c *conn) handshake() error {
 	}
 	if want, ok := c.srv.cfg.Users[user]; !ok || want != pass {
 		e := amqp.Errorf(amqp.AccessRefused, 0, 0,
-			"ACCESS_REFUSED - Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
+			"Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
 		if !c.caps.authFailureClose {
 			return e
 		}
@@ -345,7 +345,7 @@ func (c *conn) handshake() error {
 	}
 	vh := c.srv.vhost(open.VirtualHost)
 	if vh == nil {
-		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "NOT_ALLOWED - vhost %s not found", open.VirtualHost))
+		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "vhost %s not found", open.VirtualHost))
 	}
 	c.vhost = vh
 	c.out.sendMethod(0, &amqp.ConnectionOpenOk{})
@@ -388,7 +388,7 @@ func expectMethod[M amqp.Method](c *conn, dst *M) error {
 			continue
 		}
 		if f.Type != amqp.FrameMethod || f.Channel != 0 {
-			return c.refuse(amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "UNEXPECTED_FRAME - frame type %d during handshake", f.Type))
+			return c.refuse(amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "frame type %d during handshake", f.Type))
 		}
 		m, err := amqp.DecodeMethod(f.Payload)
 		if err != nil {
@@ -404,7 +404,7 @@ func expectMethod[M amqp.Method](c *conn, dst *M) error {
 				c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
 				return errClosed
 			}
-			return c.refuse(amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "COMMAND_INVALID - unexpected method %s during handshake", m.Name()))
+			return c.refuse(amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s during handshake", m.Name()))
 		}
 		*dst = want
 		return nil
@@ -415,12 +415,12 @@ func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
 	fm := t.FrameMax
 	if fm == 0 || fm > c.srv.cfg.FrameMax {
 		if fm > c.srv.cfg.FrameMax {
-			return amqp.Errorf(amqp.NotAllowed, 10, 31, "NOT_ALLOWED - negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
+			return amqp.Errorf(amqp.NotAllowed, 10, 31, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
 		}
 		fm = c.srv.cfg.FrameMax
 	}
 	if fm < amqp.FrameMinSize {
-		return amqp.Errorf(amqp.NotAllowed, 10, 31, "NOT_ALLOWED - frame_max=%d < %d min size", fm, amqp.FrameMinSize)
+		return amqp.Errorf(amqp.NotAllowed, 10, 31, "frame_max=%d < %d min size", fm, amqp.FrameMinSize)
 	}
 	c.frameMax = fm
 	c.fr.SetMaxFrameSize(fm)
@@ -470,7 +470,7 @@ func credentials(mechanism, response string) (user, pass string, err error) {
 	case "PLAIN":
 		parts := bytes.SplitN([]byte(response), []byte{0}, 3)
 		if len(parts) != 3 {
-			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile.")
+			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "Login was refused using authentication mechanism PLAIN. For details see the broker logfile.")
 		}
 		return string(parts[1]), string(parts[2]), nil
 	case "AMQPLAIN":
@@ -480,13 +480,13 @@ func credentials(mechanism, response string) (user, pass string, err error) {
 		copy(b[4:], response)
 		t, _, err := amqp.DecodeTable(b)
 		if err != nil {
-			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.")
+			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.")
 		}
 		user, _ = t["LOGIN"].(string)
 		pass, _ = t["PASSWORD"].(string)
 		return user, pass, nil
 	}
-	return "", "", amqp.Errorf(amqp.CommandInvalid, 10, 11, "COMMAND_INVALID - unknown authentication mechanism '%s'", mechanism)
+	return "", "", amqp.Errorf(amqp.CommandInvalid, 10, 11, "unknown authentication mechanism '%s'", mechanism)
 }
 
 // registerConsumer and unregisterConsumer keep the set of consumers the

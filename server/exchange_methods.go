@@ -11,11 +11,11 @@ import (
 )
 
 func notFoundExchange(name, vhost string) *amqp.Error {
-	return amqp.Errorf(amqp.NotFound, 0, 0, "NOT_FOUND - no exchange '%s' in vhost '%s'", name, vhost)
+	return amqp.Errorf(amqp.NotFound, 0, 0, "no exchange '%s' in vhost '%s'", name, vhost)
 }
 
 func defaultExchangeRefused() *amqp.Error {
-	return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - operation not permitted on the default exchange")
+	return amqp.Errorf(amqp.AccessRefused, 0, 0, "operation not permitted on the default exchange")
 }
 
 func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
@@ -34,7 +34,7 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	}
 	kind, ok := exchange.ParseKind(m.Type)
 	if !ok {
-		return amqp.Errorf(amqp.CommandInvalid, 0, 0, "COMMAND_INVALID - %s", exchange.UnknownKindText(m.Type))
+		return amqp.Errorf(amqp.CommandInvalid, 0, 0, "%s", exchange.UnknownKindText(m.Type))
 	}
 	d := exchange.Decl{
 		Name: m.Exchange, Kind: kind, Durable: m.Durable, AutoDelete: m.AutoDelete,
@@ -45,18 +45,18 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if e := v.exchanges[m.Exchange]; e != nil {
 		var ie *exchange.InequivalentError
 		if err := e.CheckEquivalent(d); errors.As(err, &ie) {
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %s", ie.ReplyText(v.name))
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%s", ie.ReplyText(v.name))
 		}
 	} else {
 		// Only new exchanges are refused the reserved prefix: an equivalent
 		// re-declaration of amq.direct succeeds, as in RabbitMQ.
 		if strings.HasPrefix(m.Exchange, "amq.") {
 			return amqp.Errorf(amqp.AccessRefused, 0, 0,
-				"ACCESS_REFUSED - exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+				"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
 		}
 		var ate *exchange.ArgTypeError
 		if err := exchange.ValidateArgs(d.Args); errors.As(err, &ate) {
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %s", ate.ReplyText(m.Exchange, v.name))
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%s", ate.ReplyText(m.Exchange, v.name))
 		}
 		v.addExchange(d)
 	}
@@ -70,7 +70,7 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	}
 	if strings.HasPrefix(m.Exchange, "amq.") {
 		return amqp.Errorf(amqp.AccessRefused, 0, 0,
-			"ACCESS_REFUSED - exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+			"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -80,7 +80,7 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 		return ch.reply(m.NoWait, &amqp.ExchangeDeleteOk{})
 	}
 	if m.IfUnused && e.HasBindings() {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - exchange '%s' in vhost '%s' in use", m.Exchange, v.name)
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "exchange '%s' in vhost '%s' in use", m.Exchange, v.name)
 	}
 	v.removeExchange(e)
 	return ch.reply(m.NoWait, &amqp.ExchangeDeleteOk{})
@@ -136,7 +136,7 @@ func (v *vhost) changeBinding(src string, b binding.Binding, bind bool) error {
 	}
 	if bind {
 		if _, err := e.Bind(b); err != nil {
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - %v", err)
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%v", err)
 		}
 		return nil
 	}

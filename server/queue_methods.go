@@ -12,12 +12,12 @@ import (
 )
 
 func notFoundQueue(name, vhost string) *amqp.Error {
-	return amqp.Errorf(amqp.NotFound, 0, 0, "NOT_FOUND - no queue '%s' in vhost '%s'", name, vhost)
+	return amqp.Errorf(amqp.NotFound, 0, 0, "no queue '%s' in vhost '%s'", name, vhost)
 }
 
 func lockedQueue(name, vhost string) *amqp.Error {
 	return amqp.Errorf(amqp.ResourceLocked, 0, 0,
-		"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '%s' in vhost '%s'. "+
+		"cannot obtain exclusive access to locked queue '%s' in vhost '%s'. "+
 			"It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.",
 		name, vhost)
 }
@@ -29,7 +29,7 @@ func (ch *channel) queueName(name string) (string, error) {
 		return name, nil
 	}
 	if ch.lastQueue == "" {
-		return "", amqp.Errorf(amqp.NotFound, 0, 0, "NOT_FOUND - no previously declared queue")
+		return "", amqp.Errorf(amqp.NotFound, 0, 0, "no previously declared queue")
 	}
 	return ch.lastQueue, nil
 }
@@ -77,7 +77,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if name == "" {
 		name = genName("amq.gen-")
 	} else if strings.HasPrefix(name, "amq.") {
-		return amqp.Errorf(amqp.AccessRefused, 0, 0, "ACCESS_REFUSED - queue name '%s' contains reserved prefix 'amq.*'", name)
+		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	d := queue.Decl{
 		Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
@@ -85,6 +85,15 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	}
 	if m.Exclusive {
 		d.Owner = ch.c.id
+	}
+	limits, err := queue.ParseArgs(d.Args)
+	if err != nil {
+		var ae *queue.ArgError
+		if errors.As(err, &ae) {
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
+				ae.Arg, name, v.name, ae.Reason)
+		}
+		return err
 	}
 	v.mu.Lock()
 	q := v.queues[name]
@@ -96,11 +105,12 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		if arg, got, have := queueDifference(q.Decl, d); arg != "" {
 			v.mu.Unlock()
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
-				"PRECONDITION_FAILED - inequivalent arg '%s' for queue '%s' in vhost '%s': received '%v' but current is '%v'",
+				"inequivalent arg '%s' for queue '%s' in vhost '%s': received '%v' but current is '%v'",
 				arg, name, v.name, got, have)
 		}
+		q.Touch()
 	} else {
-		q = queue.New(d, nil)
+		q = queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks})
 		v.queues[name] = q
 	}
 	v.mu.Unlock()
@@ -222,9 +232,9 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 	n, err := ch.c.vhost.deleteQueue(q, m.IfUnused, m.IfEmpty)
 	switch {
 	case errors.Is(err, queue.ErrInUse):
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - queue '%s' in vhost '%s' in use", name, ch.c.vhost.name)
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "queue '%s' in vhost '%s' in use", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrNotEmpty):
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "PRECONDITION_FAILED - queue '%s' in vhost '%s' not empty", name, ch.c.vhost.name)
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "queue '%s' in vhost '%s' not empty", name, ch.c.vhost.name)
 	case err != nil:
 		return fmt.Errorf("delete queue: %w", err)
 	}

@@ -23,6 +23,7 @@ type vhost struct {
 	headersExchanges int
 	lookup           exchange.Lookup
 	scratchPool      sync.Pool
+	hooks            queue.Hooks
 }
 
 func newVhost(name string) *vhost {
@@ -33,6 +34,10 @@ func newVhost(name string) *vhost {
 	}
 	v.lookup = func(name string) *exchange.Exchange { return v.exchanges[name] }
 	v.scratchPool.New = func() any { return &routeScratch{} }
+	v.hooks = queue.Hooks{
+		DeadLetter: v.deadLetter,
+		Expired:    func(q *queue.Queue) { v.deleteQueue(q, true, false) },
+	}
 	for _, d := range []exchange.Decl{
 		{Name: "", Kind: exchange.Direct, Durable: true},
 		{Name: "amq.direct", Kind: exchange.Direct, Durable: true},

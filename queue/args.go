@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Overflow is what a queue at its length limit does with a new message.
+type Overflow uint8
+
+// Overflow behaviours, named as x-overflow values.
+const (
+	DropHead         Overflow = iota // "drop-head": the oldest message goes (dead-lettered as maxlen)
+	RejectPublish                    // "reject-publish": the new message is refused
+	RejectPublishDLX                 // "reject-publish-dlx": refused and dead-lettered
+)
+
+// Limits are the behaviours a queue's x-arguments (or a policy) set.
+type Limits struct {
+	MessageTTL     time.Duration // 0 with HasMessageTTL: expire unless delivered at once
+	HasMessageTTL  bool
+	Expires        time.Duration // 0: never
+	MaxLength      int64         // -1: none
+	MaxLengthBytes int64         // -1: none
+	Overflow       Overflow
+	// DeadLetterExchange is the exchange expired, rejected and dropped
+	// messages are republished to; HasDLX says one is set ("" is valid: the
+	// default exchange).
+	DeadLetterExchange   string
+	HasDLX               bool
+	DeadLetterRoutingKey string
+	HasDLRK              bool
+	MaxPriority          uint8
+}
+
+// ArgError is an invalid x-argument. RabbitMQ closes the channel with 406
+// PRECONDITION_FAILED, naming the argument.
+type ArgError struct {
+	Arg    string
+	Reason string
+}
+
+func (e *ArgError) Error() string { return fmt.Sprintf("invalid arg '%s': %s", e.Arg, e.Reason) }
+
+// ParseArgs reads the x-arguments a queue understands. Unknown arguments
+// are accepted and ignored, as RabbitMQ does.
+func ParseArgs(args map[string]any) (Limits, error) {
+	l := Limits{MaxLength: -1, MaxLengthBytes: -1}
+	for k, v := range args {
+		switch k {
+		case "x-message-ttl":
+			n, err := intArg(k, v, 0, math.MaxInt32)
+			if err != nil {
+				return l, err
+			}
+			l.MessageTTL, l.HasMessageTTL = time.Duration(n)*time.Millisecond, true
+		case "x-expires":
+			n, err := intArg(k, v, 1, math.MaxInt32)
+			if err != nil {
+				return l, err
+			}
+			l.Expires = time.Duration(n) * time.Millisecond
+		case "x-max-length":
+			n, err := intArg(k, v, 0, math.MaxInt64)
+			if err != nil {
+				return l, err
+			}
+			l.MaxLength = n
+		case "x-max-length-bytes":
+			n, err := intArg(k, v, 0, math.MaxInt64)
+			if err != nil {
+				return l, err
+			}
+			l.MaxLengthBytes = n
+		case "x-max-priority":
+			n, err := intArg(k, v, 0, 255)
+			if err != nil {
+				return l, err
+			}
+			l.MaxPriority = uint8(n)
+		case "x-overflow":
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			switch s {
+			case "drop-head":
+				l.Overflow = DropHead
+			case "reject-publish":
+				l.Overflow = RejectPublish
+			case "reject-publish-dlx":
+				l.Overflow = RejectPublishDLX
+			default:
+				return l, &ArgError{k, fmt.Sprintf("{invalid_value,<<\"%s\">>}", s)}
+			}
+		case "x-dead-letter-exchange":
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			l.DeadLetterExchange, l.HasDLX = s, true
+		case "x-dead-letter-routing-key":
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			l.DeadLetterRoutingKey, l.HasDLRK = s, true
+		}
+	}
+	if l.HasDLRK && !l.HasDLX {
+		return l, &ArgError{"x-dead-letter-routing-key", "Key x-dead-letter-exchange must be present when x-dead-letter-routing-key is set"}
+	}
+	return l, nil
+}
+
+func intArg(name string, v any, lo, hi int64) (int64, error) {
+	var n int64
+	switch x := v.(type) {
+	case int8:
+		n = int64(x)
+	case uint8:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case uint16:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case uint32:
+		n = int64(x)
+	case int64:
+		n = x
+	case int:
+		n = int64(x)
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, &ArgError{name, fmt.Sprintf("{value_too_large,%d}", x)}
+		}
+		n = int64(x)
+	default:
+		return 0, &ArgError{name, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+	}
+	if n < lo {
+		if lo == 0 {
+			return 0, &ArgError{name, fmt.Sprintf("{value_negative,%d}", n)}
+		}
+		return 0, &ArgError{name, fmt.Sprintf("{value_zero,%d}", n)}
+	}
+	if n > hi {
+		return 0, &ArgError{name, fmt.Sprintf("{value_too_large,%d}", n)}
+	}
+	return n, nil
+}
+
+// typeName is RabbitMQ's name for a field value's type.
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case time.Time:
+		return "timestamp"
+	case map[string]any:
+		return "table"
+	case []any:
+		return "array"
+	case nil:
+		return "void"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// deadLetter republishes messages that left q as rejected, expired or
+// dropped for length to q's dead-letter exchange, with the x-death history
+// RabbitMQ writes. It is queue.Hooks.DeadLetter, called with no locks held.
+func (v *vhost) deadLetter(q *queue.Queue, dead []queue.Dead) {
+	l := q.Limits()
+	for _, d := range dead {
+		m, deaths := withDeath(d.Msg, q.Name, d.Reason, time.Now())
+		m.Exchange = l.DeadLetterExchange
+		if l.HasDLRK {
+			m.RoutingKey = l.DeadLetterRoutingKey
+		}
+		s, _, ok := v.route(m.Exchange, m.RoutingKey, func() map[string]any {
+			h, _ := amqp.PropHeaders(m.Props)
+			return map[string]any(h)
+		})
+		if ok {
+			for _, target := range s.queues {
+				if d.Reason != queue.Rejected && isCycle(deaths, target.Name) {
+					continue
+				}
+				target.Enqueue(m)
+			}
+		}
+		v.releaseScratch(s)
+	}
+}
+
+// isCycle reports whether dead-lettering into queue name would loop with no
+// client rejection in the loop; RabbitMQ drops the message then.
+func isCycle(deaths []any, name string) bool {
+	seen := false
+	for _, x := range deaths {
+		t, ok := x.(amqp.Table)
+		if !ok {
+			continue
+		}
+		if t["reason"] == string(queue.Rejected) {
+			return false
+		}
+		if t["queue"] == name {
+			seen = true
+		}
+	}
+	return seen
+}
+
+// withDeath returns a copy of m whose headers record one more death in
+// queue qname for reason r: the x-death entry for (queue, reason) is counted
+// up and moved first, or a new one is put first; x-first-death-* are set
+// on the first death. A per-message expiration moves into the entry's
+// original-expiration, so the copy does not expire again.
+func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time) (*queue.Message, []any) {
+	p, err := amqp.DecodeProperties(m.Props)
+	if err != nil {
+		p = amqp.Properties{}
+	}
+	h := amqp.Table{}
+	for k, v := range p.Headers {
+		h[k] = v
+	}
+	var deaths []any
+	if old, ok := h["x-death"].([]any); ok {
+		deaths = old
+	}
+	var entry amqp.Table
+	rest := make([]any, 0, len(deaths)+1)
+	for _, x := range deaths {
+		t, ok := x.(amqp.Table)
+		if ok && entry == nil && t["queue"] == qname && t["reason"] == string(r) {
+			entry = amqp.Table{}
+			for k, v := range t {
+				entry[k] = v
+			}
+			continue
+		}
+		rest = append(rest, x)
+	}
+	if entry == nil {
+		keys := []any{m.RoutingKey}
+		if cc, ok := h["CC"].([]any); ok {
+			keys = append(keys, cc...)
+		}
+		entry = amqp.Table{
+			"queue":        qname,
+			"reason":       string(r),
+			"exchange":     m.Exchange,
+			"routing-keys": keys,
+			"count":        int64(0),
+		}
+		if p.Expiration != "" {
+			entry["original-expiration"] = p.Expiration
+		}
+	}
+	n, _ := entry["count"].(int64)
+	entry["count"] = n + 1
+	entry["time"] = now.UTC().Truncate(time.Second)
+	deaths = append([]any{entry}, rest...)
+	h["x-death"] = deaths
+	if _, ok := h["x-first-death-reason"]; !ok {
+		h["x-first-death-reason"] = string(r)
+		h["x-first-death-queue"] = qname
+		h["x-first-death-exchange"] = m.Exchange
+	}
+	p.Headers = h
+	p.Expiration = ""
+	p.Flags &^= amqp.FlagExpiration
+	props, err := p.Append(nil)
+	if err != nil {
+		props = m.Props
+	}
+	c := *m
+	c.Props = props
+	c.TTL, c.HasTTL = 0, false
+	return &c, deaths
+}
