@@ -38,9 +38,29 @@ var (
 
 // decoder reads big-endian AMQP primitives from b. The first failure is kept
 // in err; later reads return zero values, so generated code checks once.
+//
+// Strings are copied out of b, but not one by one: the first non-empty
+// string copies the rest of the arguments into one Go string (the arena)
+// and every string is a substring of it, so basic.publish costs one string
+// allocation instead of two. The arena is bounded by the input.
 type decoder struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	arena string // copy of the arguments from the first string on
+	rest  int    // len(b) when the arena was taken
+}
+
+// str returns b[off:off+n] as a string backed by the arena.
+func (d *decoder) str(off, n int) string {
+	if n == 0 {
+		return ""
+	}
+	if d.arena == "" {
+		d.arena = string(d.b)
+		d.rest = len(d.b)
+	}
+	at := d.rest - len(d.b) + off
+	return d.arena[at : at+n]
 }
 
 func (d *decoder) fail(err error) {
@@ -103,7 +123,7 @@ func (d *decoder) shortstr() string {
 		d.fail(errTruncated)
 		return ""
 	}
-	s := string(d.b[:n])
+	s := d.str(0, n)
 	d.b = d.b[n:]
 	return s
 }
@@ -117,7 +137,7 @@ func (d *decoder) longstr() string {
 		d.fail(errTruncated)
 		return ""
 	}
-	s := string(d.b[:n])
+	s := d.str(0, int(n))
 	d.b = d.b[n:]
 	return s
 }

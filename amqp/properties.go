@@ -350,13 +350,23 @@ func PropPriority(raw []byte) (uint8, bool) {
 }
 
 // PropExpiration returns the expiration property and whether it is present.
-// The string is a copy (a short one; it is the only allocation).
+// The string is a copy (its only allocation); PropExpirationBytes avoids it.
 func PropExpiration(raw []byte) (string, bool) {
 	v, ok := findProp(raw, FlagExpiration)
 	if !ok {
 		return "", false
 	}
 	return string(v[1:]), true
+}
+
+// PropExpirationBytes is PropExpiration without the copy: the result aliases
+// raw.
+func PropExpirationBytes(raw []byte) ([]byte, bool) {
+	v, ok := findProp(raw, FlagExpiration)
+	if !ok {
+		return nil, false
+	}
+	return v[1:], true
 }
 
 // PropHeaders decodes only the headers property; nil, nil if absent.

@@ -171,6 +171,9 @@ func TestPropAccessorsDoNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		_ = PropDeliveryMode(raw)
 		_, _ = PropPriority(raw)
+		if v, ok := PropExpirationBytes(raw); !ok || string(v) != "60000" {
+			t.Fatal("PropExpirationBytes")
+		}
 		if _, err := DecodeContentHeader(payload); err != nil {
 			t.Fatal(err)
 		}
