@@ -1,0 +1,56 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/binding"
+)
+
+// BenchmarkPublishRouteDeliver measures the broker's hot path without
+// sockets: a complete publish is routed through amq.direct to one queue and
+// delivered to a consumer, whose frames are encoded into the connection's
+// outbound buffer.
+func BenchmarkPublishRouteDeliver(b *testing.B) {
+	for _, size := range []int{16, 1024} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			srv, _ := New(Config{Log: ptr(zerolog.Nop())})
+			v := srv.vhost("/")
+			pub, _ := net.Pipe()
+			c := newConn(srv, pub)
+			c.vhost = v
+			c.frameMax = 131072
+			ch := newChannel(c, 1)
+			c.channels[1] = ch
+			if err := ch.queueDeclare(&amqp.QueueDeclare{Queue: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			if err := v.changeBinding("amq.direct", binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: "bench"}, Key: "k"}, true); err != nil {
+				b.Fatal(err)
+			}
+			if err := ch.basicConsume(&amqp.BasicConsume{Queue: "bench", NoAck: true}); err != nil {
+				b.Fatal(err)
+			}
+			props, _ := (&amqp.Properties{ContentType: "text/plain"}).Append(nil)
+			body := make([]byte, size)
+			method := &amqp.BasicPublish{Exchange: "amq.direct", RoutingKey: "k"}
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ch.route(&publishing{method: method, props: props, body: body, bodySize: uint64(size), gotHdr: true})
+				if i%256 == 0 {
+					c.out.mu.Lock()
+					c.out.buf, c.out.full = c.out.buf[:0], false
+					c.out.mu.Unlock()
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
