@@ -35,6 +35,7 @@ type FrameReader struct {
 	start    int    // first unconsumed byte
 	end      int    // end of valid data
 	maxFrame uint32 // total frame size limit incl. overhead; 0 = FrameMinSize
+	err      error  // read error held back while buffered bytes remain
 }
 
 // NewFrameReader returns a reader with an initial buffer of bufSize bytes
@@ -130,16 +131,17 @@ func (fr *FrameReader) fill(n int) error {
 		fr.start = 0
 	}
 	for fr.end-fr.start < n {
+		if fr.err != nil {
+			return fr.finalErr()
+		}
 		k, err := fr.r.Read(fr.buf[fr.end:])
 		fr.end += k
 		if err != nil {
+			fr.err = err
 			if fr.end-fr.start >= n {
-				return nil // report the error on the next call
+				return nil // report the error once the buffer runs dry
 			}
-			if errors.Is(err, io.EOF) && fr.end != fr.start {
-				return io.ErrUnexpectedEOF
-			}
-			return err
+			return fr.finalErr()
 		}
 		if k == 0 {
 			// A reader returning 0, nil repeatedly would spin; io.Reader
@@ -148,6 +150,15 @@ func (fr *FrameReader) fill(n int) error {
 		}
 	}
 	return nil
+}
+
+// finalErr is the read error to report when buffered bytes do not suffice:
+// io.EOF at a frame boundary, io.ErrUnexpectedEOF inside a frame.
+func (fr *FrameReader) finalErr() error {
+	if errors.Is(fr.err, io.EOF) && fr.end != fr.start {
+		return io.ErrUnexpectedEOF
+	}
+	return fr.err
 }
 
 // AppendHeartbeat appends a heartbeat frame (channel 0, empty payload).

@@ -218,3 +218,32 @@ func TestFrameReaderGrowthBounded(t *testing.T) {
 		t.Fatalf("buffer %d exceeds frame max", len(fr.buf))
 	}
 }
+
+// onceErrReader returns its data together with an error, then only zeros:
+// the error must not be lost.
+type onceErrReader struct {
+	data []byte
+	err  error
+	done bool
+}
+
+func (o *onceErrReader) Read(p []byte) (int, error) {
+	if o.done {
+		return 0, nil
+	}
+	o.done = true
+	return copy(p, o.data), o.err
+}
+
+func TestFrameReaderKeepsReadError(t *testing.T) {
+	boom := errors.New("boom")
+	fr := NewFrameReader(&onceErrReader{data: AppendHeartbeat(nil), err: boom}, 0)
+	if _, err := fr.ReadFrame(); err != nil {
+		t.Fatalf("first frame: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := fr.ReadFrame(); err != boom {
+			t.Fatalf("after data: %v, want boom", err)
+		}
+	}
+}
