@@ -131,6 +131,9 @@ func (hb *headersBinding) matches(headers map[string]any) bool {
 		}
 		return false
 	default:
+		if len(headers) < len(hb.conds) {
+			return false // some argument has no header
+		}
 		for i := range hb.conds {
 			c := &hb.conds[i]
 			v, ok := headers[c.name]

@@ -195,3 +195,14 @@ func TestValueEqualMisc(t *testing.T) {
 		t.Error("TypeName")
 	}
 }
+
+func TestErlangTerm(t *testing.T) {
+	for v, want := range map[any]string{
+		"all": `<<"all">>`, int32(1): "1", float64(1): "1.0", float32(1.5): "1.5", 1e20: "1.0e20",
+		true: "true", nil: "undefined", uint64(1 << 63): "9223372036854775808", `a"b`: `<<"a\"b">>`,
+	} {
+		if got := ErlangTerm(v); got != want {
+			t.Errorf("ErlangTerm(%#v) = %s, want %s", v, got, want)
+		}
+	}
+}

@@ -370,9 +370,9 @@ func ErlangTerm(v any) string {
 	case bool:
 		return strconv.FormatBool(x)
 	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 64)
+		return erlFloat(float64(x))
 	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		return erlFloat(x)
 	case time.Time:
 		return strconv.FormatInt(x.Unix(), 10)
 	}
@@ -383,6 +383,19 @@ func ErlangTerm(v any) string {
 		return strconv.FormatInt(n.i, 10)
 	}
 	return fmt.Sprint(v)
+}
+
+// erlFloat formats like Erlang: always a fraction, "1.0", "1.5e20".
+func erlFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	mant, exp, hasExp := strings.Cut(s, "e")
+	if !strings.ContainsAny(mant, ".NI") {
+		mant += ".0"
+	}
+	if !hasExp {
+		return mant
+	}
+	return mant + "e" + strings.TrimPrefix(exp, "+")
 }
 
 func erlEscape(s string) string {
