@@ -77,7 +77,7 @@ func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
 
 // ReadFrame reads the next frame. Errors from the underlying reader are
 // returned as they are (io.EOF at a frame boundary, io.ErrUnexpectedEOF
-// inside a frame). Protocol violations are *Error with code FrameError: an
+// inside a frame); after a timeout ReadFrame may be called again. Protocol violations are *Error with code FrameError: an
 // unknown frame type, a size above the limit, or a bad frame-end octet.
 func (fr *FrameReader) ReadFrame() (Frame, error) {
 	if err := fr.fill(FrameHeaderSize); err != nil {
@@ -130,35 +130,38 @@ func (fr *FrameReader) fill(n int) error {
 		}
 		fr.start = 0
 	}
-	for fr.end-fr.start < n {
+	for empty := 0; fr.end-fr.start < n; {
 		if fr.err != nil {
-			return fr.finalErr()
+			return fr.takeErr()
 		}
 		k, err := fr.r.Read(fr.buf[fr.end:])
 		fr.end += k
+		if k == 0 && err == nil {
+			if empty++; empty == 100 { // as bufio does
+				return io.ErrNoProgress
+			}
+		}
 		if err != nil {
 			fr.err = err
 			if fr.end-fr.start >= n {
 				return nil // report the error once the buffer runs dry
 			}
-			return fr.finalErr()
-		}
-		if k == 0 {
-			// A reader returning 0, nil repeatedly would spin; io.Reader
-			// discourages it, treat it like io.ReadFull does.
-			continue
+			return fr.takeErr()
 		}
 	}
 	return nil
 }
 
-// finalErr is the read error to report when buffered bytes do not suffice:
-// io.EOF at a frame boundary, io.ErrUnexpectedEOF inside a frame.
-func (fr *FrameReader) finalErr() error {
-	if errors.Is(fr.err, io.EOF) && fr.end != fr.start {
+// takeErr returns the held read error once, as io.ErrUnexpectedEOF if the
+// stream ended inside a frame. It is not sticky: after a read deadline, say,
+// the caller may call ReadFrame again and a partial frame is kept.
+func (fr *FrameReader) takeErr() error {
+	err := fr.err
+	fr.err = nil
+	if errors.Is(err, io.EOF) && fr.end != fr.start {
 		return io.ErrUnexpectedEOF
 	}
-	return fr.err
+	return err
 }
 
 // AppendHeartbeat appends a heartbeat frame (channel 0, empty payload).

@@ -219,31 +219,48 @@ func TestFrameReaderGrowthBounded(t *testing.T) {
 	}
 }
 
-// onceErrReader returns its data together with an error, then only zeros:
-// the error must not be lost.
-type onceErrReader struct {
-	data []byte
-	err  error
-	done bool
-}
-
-func (o *onceErrReader) Read(p []byte) (int, error) {
-	if o.done {
-		return 0, nil
+// scriptReader returns one scripted (data, error) pair per Read.
+type scriptReader struct {
+	steps []struct {
+		data []byte
+		err  error
 	}
-	o.done = true
-	return copy(p, o.data), o.err
 }
 
-func TestFrameReaderKeepsReadError(t *testing.T) {
-	boom := errors.New("boom")
-	fr := NewFrameReader(&onceErrReader{data: AppendHeartbeat(nil), err: boom}, 0)
+func (s *scriptReader) Read(p []byte) (int, error) {
+	if len(s.steps) == 0 {
+		return 0, io.EOF
+	}
+	st := s.steps[0]
+	s.steps = s.steps[1:]
+	return copy(p, st.data), st.err
+}
+
+func TestFrameReaderReadErrors(t *testing.T) {
+	boom := errors.New("boom (timeout)")
+	hb := AppendHeartbeat(nil)
+	r := &scriptReader{steps: []struct {
+		data []byte
+		err  error
+	}{
+		{hb, boom},     // a frame and an error together: frame first, then the error
+		{hb[:3], boom}, // part of a frame, then a timeout: retry keeps the part
+		{hb[3:], nil},
+	}}
+	fr := NewFrameReader(r, 0)
 	if _, err := fr.ReadFrame(); err != nil {
 		t.Fatalf("first frame: %v", err)
 	}
-	for i := 0; i < 2; i++ {
-		if _, err := fr.ReadFrame(); err != boom {
-			t.Fatalf("after data: %v, want boom", err)
-		}
+	if _, err := fr.ReadFrame(); err != boom {
+		t.Fatalf("after data: %v, want boom", err)
+	}
+	if _, err := fr.ReadFrame(); err != boom {
+		t.Fatalf("partial frame: %v, want boom", err)
+	}
+	if f, err := fr.ReadFrame(); err != nil || f.Type != FrameHeartbeat {
+		t.Fatalf("retry after error: %v %v", f, err)
+	}
+	if _, err := fr.ReadFrame(); err != io.EOF {
+		t.Fatalf("end: %v", err)
 	}
 }
