@@ -251,3 +251,19 @@ func FuzzTopicMatch(f *testing.F) {
 		check(func(i int) bool { return i%2 == 1 })
 	})
 }
+
+// TestTopicAdversarial: backtracking needs time exponential in the number of
+// '#' here; the NFA stays linear in words × live nodes.
+func TestTopicAdversarial(t *testing.T) {
+	m := NewTopic()
+	pattern := strings.Repeat("#.a.", 20) + "b"
+	m.Add(Binding{Dest: q("x"), Key: pattern})
+	m.Add(Binding{Dest: q("y"), Key: strings.Repeat("#.", 30) + "#"})
+	key := strings.TrimSuffix(strings.Repeat("a.", 120), ".")
+	if got := names(m.Match(key, nil, nil)); !slices.Equal(got, []string{"y"}) {
+		t.Fatalf("Match = %q", got)
+	}
+	if got := names(m.Match(key+".b", nil, nil)); !slices.Equal(got, []string{"x", "y"}) {
+		t.Fatalf("Match(+b) = %q", got)
+	}
+}
