@@ -1,0 +1,177 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+const defaultGCInterval = time.Minute
+
+// Open opens (or creates) the Badger store in dir and recovers it: see
+// Store for what Open cleans up. The store owns a committer goroutine and a
+// value-log GC goroutine until Close.
+func Open(dir string, opts Options) (Store, error) {
+	bo := badger.DefaultOptions(dir).
+		WithSyncWrites(!opts.NoSync).
+		WithDetectConflicts(false). // one writer: the committer
+		WithMetricsEnabled(false)
+	if opts.Logger != nil {
+		bo = bo.WithLogger(badgerLogger{opts.Logger})
+	} else {
+		bo = bo.WithLogger(nil)
+	}
+	if opts.MemTableSize > 0 {
+		bo = bo.WithMemTableSize(opts.MemTableSize)
+		// Badger refuses a value threshold above its largest batch.
+		bo = bo.WithValueThreshold(min(bo.ValueThreshold, opts.MemTableSize*15/100/4))
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("persist: open %s: %w", dir, err)
+	}
+	k := &badgerKV{db: db, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{})}
+	e, err := newEngine(k, opts.Logger)
+	if err != nil {
+		if cerr := db.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	interval := opts.GCInterval
+	if interval == 0 {
+		interval = defaultGCInterval
+	}
+	if interval > 0 {
+		go k.runGC(interval, e.log)
+	} else {
+		close(k.gcDone)
+	}
+	return e, nil
+}
+
+type badgerKV struct {
+	db        *badger.DB
+	threshold int64
+	stop      chan struct{} // closed by close: the GC goroutine exits
+	gcDone    chan struct{} // closed when the GC goroutine has exited
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// runGC runs value-log GC every interval until close. One call rewrites at
+// most one log file, so it repeats while files get rewritten.
+func (k *badgerKV) runGC(interval time.Duration, logf func(string, ...any)) {
+	defer close(k.gcDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		}
+		for range 64 {
+			err := k.db.RunValueLogGC(0.5)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+					logf("persist: value-log GC: %v", err)
+				}
+				break
+			}
+			select {
+			case <-k.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+func (k *badgerKV) close() error {
+	k.closeOnce.Do(func() {
+		close(k.stop)
+		<-k.gcDone
+		k.closeErr = k.db.Close()
+	})
+	return k.closeErr
+}
+
+func (k *badgerKV) begin() kvTxn { return badgerTxn{badgerReader{k.db.NewTransaction(true)}} }
+
+func (k *badgerKV) view(fn func(r kvReader) error) error {
+	return k.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
+}
+
+func (k *badgerKV) limits() (int64, int64) {
+	return k.db.MaxBatchCount() * 9 / 10, k.db.MaxBatchSize() * 9 / 10
+}
+
+// entrySize mirrors Badger's estimate (txn.checkSize): small values live in
+// the LSM tree, large ones in the value log behind a 12-byte pointer; plus
+// two meta bytes and the 8-byte version, rounded up.
+func (k *badgerKV) entrySize(klen, vlen int) int64 {
+	if int64(vlen) < k.threshold {
+		return int64(klen+vlen) + 12
+	}
+	return int64(klen) + 12 + 12
+}
+
+type badgerReader struct{ txn *badger.Txn }
+
+func (r badgerReader) get(key []byte, fn func([]byte) error) error {
+	item, err := r.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return item.Value(fn)
+}
+
+func (r badgerReader) scan(prefix []byte, keysOnly bool, fn func(k, v []byte) error) error {
+	o := badger.DefaultIteratorOptions
+	o.PrefetchValues = !keysOnly
+	o.Prefix = prefix
+	it := r.txn.NewIterator(o)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		var err error
+		if keysOnly {
+			err = fn(k, nil)
+		} else {
+			err = item.Value(func(v []byte) error { return fn(k, v) })
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type badgerTxn struct{ badgerReader }
+
+func tooBig(err error) error {
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		return fmt.Errorf("%w: %w", errTooBig, err)
+	}
+	return err
+}
+
+func (t badgerTxn) set(k, v []byte) error { return tooBig(t.txn.Set(k, v)) }
+func (t badgerTxn) del(k []byte) error    { return tooBig(t.txn.Delete(k)) }
+func (t badgerTxn) commit() error         { return tooBig(t.txn.Commit()) }
+func (t badgerTxn) discard()              { t.txn.Discard() }
+
+type badgerLogger struct{ f func(string, ...any) }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.f("badger: error: "+f, a...) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.f("badger: warning: "+f, a...) }
+func (badgerLogger) Infof(string, ...any)          {}
+func (badgerLogger) Debugf(string, ...any)         {}
