@@ -31,52 +31,34 @@ const (
 	frameEnd       = 0xCE
 )
 
-// Class and method ids used by the raw cases.
-const (
-	rawClassConnection = 10
-	rawClassChannel    = 20
-	rawClassExchange   = 40
-	rawClassQueue      = 50
-	rawClassBasic      = 60
-	rawClassConfirm    = 85
-	rawClassTx         = 90
-)
+// rawClassBasic is the basic class id (content class of basic.publish).
+const rawClassBasic = 60
 
+// rawMethodID is a class-id/method-id pair.
 type rawMethodID struct{ class, method uint16 }
 
 var (
 	mConnStart    = rawMethodID{10, 10}
 	mConnStartOk  = rawMethodID{10, 11}
-	mConnSecure   = rawMethodID{10, 20}
 	mConnTune     = rawMethodID{10, 30}
 	mConnTuneOk   = rawMethodID{10, 31}
 	mConnOpen     = rawMethodID{10, 40}
 	mConnOpenOk   = rawMethodID{10, 41}
 	mConnClose    = rawMethodID{10, 50}
 	mConnCloseOk  = rawMethodID{10, 51}
-	mConnBlocked  = rawMethodID{10, 60}
 	mChanOpen     = rawMethodID{20, 10}
 	mChanOpenOk   = rawMethodID{20, 11}
 	mChanFlow     = rawMethodID{20, 20}
 	mChanFlowOk   = rawMethodID{20, 21}
 	mChanClose    = rawMethodID{20, 40}
 	mChanCloseOk  = rawMethodID{20, 41}
-	mExDeclare    = rawMethodID{40, 10}
-	mExDeclareOk  = rawMethodID{40, 11}
 	mQDeclare     = rawMethodID{50, 10}
 	mQDeclareOk   = rawMethodID{50, 11}
-	mQBind        = rawMethodID{50, 20}
-	mQDelete      = rawMethodID{50, 40}
-	mQDeleteOk    = rawMethodID{50, 41}
 	mBasicQos     = rawMethodID{60, 10}
 	mBasicQosOk   = rawMethodID{60, 11}
 	mBasicPublish = rawMethodID{60, 40}
 	mBasicGet     = rawMethodID{60, 70}
 	mBasicGetOk   = rawMethodID{60, 71}
-	mBasicGetEmp  = rawMethodID{60, 72}
-	mBasicAck     = rawMethodID{60, 80}
-	mConfirmSel   = rawMethodID{85, 10}
-	mConfirmSelOk = rawMethodID{85, 11}
 )
 
 func (m rawMethodID) String() string { return fmt.Sprintf("%d.%d", m.class, m.method) }
@@ -306,7 +288,7 @@ func (r *rbuf) fieldValue() any {
 	}
 }
 
-// frame is one decoded frame.
+// rawFrame is one decoded frame.
 type rawFrame struct {
 	Type    uint8
 	Channel uint16
@@ -329,10 +311,10 @@ func (f rawFrame) String() string {
 		}
 		return fmt.Sprintf("method %s on ch %d", m, f.Channel)
 	}
-	return fmt.Sprintf("rawFrame type %d on ch %d, %d bytes", f.Type, f.Channel, len(f.Payload))
+	return fmt.Sprintf("frame type %d on ch %d, %d bytes", f.Type, f.Channel, len(f.Payload))
 }
 
-// closeInfo is a decoded connection.close or channel.close.
+// rawClose is a decoded connection.close or channel.close.
 type rawClose struct {
 	Code     uint16
 	Text     string
@@ -410,10 +392,9 @@ func dialRaw(t T, tg Target) *rawConn {
 			rc.user = u.User.Username()
 			rc.pass, _ = u.User.Password()
 		}
+		// u.Path is already unescaped ("/%2f" becomes "//").
 		if p := strings.TrimPrefix(u.Path, "/"); p != "" {
-			if v, err := url.PathUnescape(p); err == nil {
-				rc.host = v
-			}
+			rc.host = p
 		}
 	}
 	return rc
@@ -456,14 +437,14 @@ func (c *rawConn) readFrame(timeout time.Duration) (rawFrame, error) {
 	f := rawFrame{Type: hdr[0], Channel: binary.BigEndian.Uint16(hdr[1:])}
 	size := binary.BigEndian.Uint32(hdr[3:])
 	if size > 16<<20 {
-		return rawFrame{}, fmt.Errorf("raw: rawFrame too large (%d)", size)
+		return rawFrame{}, fmt.Errorf("raw: frame too large (%d)", size)
 	}
 	f.Payload = make([]byte, size+1)
 	if _, err := io.ReadFull(c.r, f.Payload); err != nil {
 		return rawFrame{}, err
 	}
 	if f.Payload[size] != frameEnd {
-		return rawFrame{}, fmt.Errorf("raw: bad rawFrame end 0x%x", f.Payload[size])
+		return rawFrame{}, fmt.Errorf("raw: bad frame end 0x%x", f.Payload[size])
 	}
 	f.Payload = f.Payload[:size]
 	return f, nil
@@ -472,10 +453,11 @@ func (c *rawConn) readFrame(timeout time.Duration) (rawFrame, error) {
 // next reads the next non-heartbeat frame or fails the case.
 func (c *rawConn) next() rawFrame {
 	c.t.Helper()
+	deadline := time.Now().Add(rawTimeout)
 	for {
-		f, err := c.readFrame(rawTimeout)
+		f, err := c.readFrame(time.Until(deadline))
 		if err != nil {
-			c.t.Fatalf("read rawFrame: %v", err)
+			c.t.Fatalf("read frame: %v", err)
 		}
 		if f.Type == frameHeartbeat {
 			continue
@@ -616,8 +598,9 @@ func (c *rawConn) openChannel(ch uint16) {
 
 // rawCloseWait bounds how long the server may take to close the socket
 // after a connection.close exchange. RabbitMQ closes at once after close-ok,
-// except after a FRAME_ERROR (501): it then stops parsing input and drops
-// the socket about 3 s after sending connection.close.
+// except after a bad frame-end octet or an oversized frame (501): it then
+// stops parsing input and drops the socket about 3 s after sending
+// connection.close, whether or not close-ok was sent.
 const rawCloseWait = 5 * time.Second
 
 // expectConnClose requires the next non-heartbeat frame to be a
@@ -692,9 +675,8 @@ func (c *rawConn) checkClose(what string, ci rawClose, code, classID, mid uint16
 	c.t.Logf("%s: %s", what, ci)
 }
 
-// expectEOF requires the server to close the socket within timeout. Frames
-// (including heartbeats) that arrive first are logged and skipped; only
-// connection-level closes by the peer count.
+// expectEOF requires the server to close the socket within timeout. Bytes
+// that arrive first are skipped.
 func (c *rawConn) expectEOF(timeout time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -789,12 +771,6 @@ func (c *rawConn) closeConn() {
 func queueDeclareArgs(name string, passive, durable, exclusive, autoDelete bool) []byte {
 	var w wbuf
 	w.short(0).shortstr(name).bits(passive, durable, exclusive, autoDelete, false).table(nil)
-	return w.b
-}
-
-func queueDeleteArgs(name string) []byte {
-	var w wbuf
-	w.short(0).shortstr(name).bits(false, false, false)
 	return w.b
 }
 
