@@ -12,8 +12,54 @@ type Lookup func(name string) *Exchange
 type Scratch struct {
 	dests  []binding.Destination
 	work   []*Exchange
-	seen   map[string]struct{} // exchanges visited (by name)
-	queues map[string]struct{} // queue names already in out
+	seen   nameSet // exchanges visited
+	queues nameSet // queue names already in out
+}
+
+// nameSet is a set of names that scans a slice while small and switches to
+// a map beyond smallSet names; reset keeps the memory.
+type nameSet struct {
+	list  []string
+	m     map[string]struct{}
+	inMap bool
+}
+
+const smallSet = 16
+
+func (s *nameSet) reset() {
+	clear(s.list)
+	s.list = s.list[:0]
+	if s.inMap {
+		clear(s.m)
+		s.inMap = false
+	}
+}
+
+// add adds name and reports whether it was absent.
+func (s *nameSet) add(name string) bool {
+	if s.inMap {
+		if _, ok := s.m[name]; ok {
+			return false
+		}
+		s.m[name] = struct{}{}
+		return true
+	}
+	for _, x := range s.list {
+		if x == name {
+			return false
+		}
+	}
+	s.list = append(s.list, name)
+	if len(s.list) > smallSet {
+		if s.m == nil {
+			s.m = make(map[string]struct{}, 4*smallSet)
+		}
+		for _, x := range s.list {
+			s.m[x] = struct{}{}
+		}
+		s.inMap = true
+	}
+	return true
 }
 
 // RouteAll appends to out the names of the queues a message published to
@@ -60,34 +106,29 @@ func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any
 		if visited == 2 && !queuesInit {
 			// From the second exchange on, queue names may repeat.
 			queuesInit = true
-			s.queues = resetSet(s.queues)
+			s.queues.reset()
 			for _, q := range out[base:] {
-				s.queues[q] = struct{}{}
+				s.queues.add(q)
 			}
 		}
 		for _, d := range dests {
 			if d.Kind == binding.Queue {
-				if queuesInit {
-					if _, dup := s.queues[d.Name]; dup {
-						continue
-					}
-					s.queues[d.Name] = struct{}{}
+				if !queuesInit || s.queues.add(d.Name) {
+					out = append(out, d.Name)
 				}
-				out = append(out, d.Name)
 				continue
-			}
-			if !seenInit {
-				seenInit = true
-				s.seen = resetSet(s.seen)
-				s.seen[start.Name] = struct{}{}
 			}
 			if d.Name == "" {
 				continue // the default exchange: see the package doc
 			}
-			if _, dup := s.seen[d.Name]; dup {
+			if !seenInit {
+				seenInit = true
+				s.seen.reset()
+				s.seen.add(start.Name)
+			}
+			if !s.seen.add(d.Name) {
 				continue
 			}
-			s.seen[d.Name] = struct{}{}
 			if next := lookup(d.Name); next != nil {
 				work = append(work, next)
 			}
@@ -97,12 +138,4 @@ func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any
 	clear(work[:cap(work)])
 	s.work = work[:0]
 	return out
-}
-
-func resetSet(m map[string]struct{}) map[string]struct{} {
-	if m == nil {
-		return make(map[string]struct{}, 16)
-	}
-	clear(m)
-	return m
 }

@@ -199,3 +199,37 @@ func TestConcurrentRouteAll(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRouteAllManyQueues crosses the small-set thresholds of Scratch, and
+// reuses one Scratch across calls of different sizes.
+func TestRouteAllManyQueues(t *testing.T) {
+	v := vhost{}
+	a := v.decl("a", Fanout, "-")
+	for _, n := range []string{"b", "c"} {
+		e := v.decl(n, Fanout, "-")
+		bindX(t, a, n, "")
+		for i := range 30 {
+			bindQ(t, e, fmt.Sprint(n, i%20), "")
+			bindQ(t, e, fmt.Sprint("shared", i), "")
+		}
+	}
+	small := v.decl("small", Direct, "-")
+	bindQ(t, small, "only", "k")
+	var s Scratch
+	for range 3 {
+		got := RouteAll(v.lookup, a, "", nil, &s, nil)
+		seen := map[string]bool{}
+		for _, q := range got {
+			if seen[q] {
+				t.Fatalf("%s twice", q)
+			}
+			seen[q] = true
+		}
+		if len(got) != 70 {
+			t.Fatalf("got %d queues, want 70", len(got))
+		}
+		if got := RouteAll(v.lookup, small, "k", nil, &s, nil); !slices.Equal(got, []string{"only"}) {
+			t.Fatalf("small after large: %q", got)
+		}
+	}
+}
