@@ -255,6 +255,16 @@ func init() {
 		c.closeConn()
 	}})
 
+	// connection.open with non-empty reserved capabilities and insist=true
+	// is accepted.
+	register(Case{Name: "connection/open-with-insist-and-capabilities-ok", Run: func(t T, tg Target) {
+		c := dialRaw(t, tg)
+		c.handshakeTo()
+		c.sendMethod(0, mConnOpen, new(wbuf).shortstr(c.host).shortstr("caps").bits(true).b)
+		c.expect(0, mConnOpenOk)
+		c.closeConn()
+	}})
+
 	// connection.open of an unknown vhost: connection.close 530
 	// "NOT_ALLOWED - vhost <name> not found" class 10 method 40, sent at
 	// once; socket closed after close-ok.

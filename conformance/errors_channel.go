@@ -217,6 +217,27 @@ func init() {
 		c.expectEOF(rawTimeout)
 	}})
 
+	// After the client's connection.close, the server answers close-ok and
+	// ignores anything else the client sends.
+	register(Case{Name: "connection/frames-ignored-after-client-close", Run: func(t T, tg Target) {
+		c := openRaw(t, tg)
+		c.openChannel(1)
+		c.sendMethod(0, mConnClose, closeArgs(200, "bye", 0, 0))
+		c.sendMethod(1, mQDeclare, queueDeclareArgs("", false, false, true, true))
+		c.sendMethod(9, mQDeclare, queueDeclareArgs("", false, false, true, true))
+		c.sendFrame(frameHeartbeat, 0, nil)
+		c.expect(0, mConnCloseOk)
+		c.expectSilence(500 * time.Millisecond)
+	}})
+
+	// channel.open's reserved short string (out-of-band) may be non-empty.
+	register(Case{Name: "channel/open-with-reserved-string-ok", Run: func(t T, tg Target) {
+		c := openRaw(t, tg)
+		c.sendMethod(1, mChanOpen, new(wbuf).shortstr("xyz").b)
+		c.expect(1, mChanOpenOk)
+		c.closeConn()
+	}})
+
 	// A client connection.close crossing the server's connection.close is
 	// answered with connection.close-ok.
 	register(Case{Name: "connection/close-crossing-server-close-gets-close-ok", Run: func(t T, tg Target) {

@@ -274,6 +274,32 @@ func init() {
 		}})
 	}
 
+	// A second protocol header on an open connection is parsed as a frame
+	// header: type 'A' (65), channel "MQ", size 0x50000009. The size is
+	// checked before the type: 501 "FRAME_ERROR - type 65, all octets =
+	// <<>>: {frame_too_large,1342177289,131064}" class 0 method 0.
+	connErrCase("frame/protocol-header-after-handshake-501", func(c *rawConn) {
+		c.sendHeader()
+	}, 501, 0, 0)
+	// basic.publish on channel 0: 504 "CHANNEL_ERROR - unexpected method in
+	// connection state running" class 60 method 40.
+	connErrCase("frame/basic-publish-on-channel-0-504", func(c *rawConn) {
+		c.sendMethod(0, mBasicPublish, publishArgs("", rawUniq("nowhere"), false))
+	}, 504, 60, 40)
+	// channel.open without its reserved short string: 501 "FRAME_ERROR -
+	// cannot decode <<>>" class 20 method 10.
+	connErrCase("frame/channel-open-without-arguments-501", func(c *rawConn) {
+		c.sendMethod(2, mChanOpen, nil)
+	}, 501, 20, 10)
+	// A content header whose property flags announce a property
+	// (content-type) that is not there: RabbitMQ's channel fails while
+	// decoding the properties and the connection is closed with 541
+	// "INTERNAL_ERROR" class 0 method 0.
+	connErrCase("frame/content-header-missing-property-541", func(c *rawConn) {
+		c.sendMethod(1, mBasicPublish, publishArgs("", rawUniq("nowhere"), false))
+		c.sendFrame(frameHeader, 1, new(wbuf).short(rawClassBasic).short(0).longlong(0).short(0x8000).b)
+	}, 541, 0, 0)
+
 	// A body split over several frames is reassembled.
 	register(Case{Name: "frame/body-split-over-frames", Run: func(t T, tg Target) {
 		c := openRaw(t, tg)
