@@ -272,8 +272,11 @@ func init() {
 				if len(got1)+len(got2) != 2 {
 					t.Fatalf("global prefetch 2: got %d+%d unacked, want 2 in total", len(got1), len(got2))
 				}
-				all := append(got1, got2...)
-				if err := ch.Ack(all[len(all)-1].DeliveryTag, true); err != nil {
+				var last uint64
+				for _, d := range append(got1, got2...) {
+					last = max(last, d.DeliveryTag)
+				}
+				if err := ch.Ack(last, true); err != nil {
 					t.Fatalf("ack: %v", err)
 				}
 				if n := len(clDrain(d1)) + len(clDrain(d2)); n != 2 {
