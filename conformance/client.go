@@ -339,6 +339,7 @@ func clExpectErr(t T, conn *amqp.Connection, err error, code int, kind clCloseKi
 	if ae.Code != code {
 		t.Fatalf("want %s %d, got code %d (%q)", kind, code, ae.Code, ae.Reason)
 	}
+	t.Logf("%s %d %q", kind, ae.Code, ae.Reason)
 	if name := clCodeNames[code]; name != "" && !strings.HasPrefix(ae.Reason, name) {
 		t.Errorf("reply text %q does not start with %s", ae.Reason, name)
 	}
