@@ -227,5 +227,49 @@ func init() {
 				clExpectErr(t, conn, err, clCodeNotFound, clChanClose)
 			},
 		},
+		Case{
+			// x-message-ttl of the wrong type (a string): channel.close 406 PRECONDITION_FAILED ("invalid arg").
+			Name: "queue/declare-ttl-wrong-type-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				name := clUniq("q")
+				clCleanupQueue(t, tg, name)
+				_, err := ch.QueueDeclare(name, false, false, false, false, amqp.Table{"x-message-ttl": "1000"})
+				clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+			},
+		},
+		Case{
+			// Negative x-message-ttl: channel.close 406 PRECONDITION_FAILED.
+			Name: "queue/declare-negative-ttl-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				name := clUniq("q")
+				clCleanupQueue(t, tg, name)
+				_, err := ch.QueueDeclare(name, false, false, false, false, amqp.Table{"x-message-ttl": int32(-1)})
+				clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+			},
+		},
+		Case{
+			// x-expires of 0: channel.close 406 PRECONDITION_FAILED (must be positive).
+			Name: "queue/declare-zero-expires-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				name := clUniq("q")
+				clCleanupQueue(t, tg, name)
+				_, err := ch.QueueDeclare(name, false, false, false, false, amqp.Table{"x-expires": int32(0)})
+				clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+			},
+		},
+		Case{
+			// Integer queue arguments are compared by value, not wire type: int32 vs int64 of the same TTL is equivalent.
+			Name: "queue/redeclare-ttl-other-int-type-ok",
+			Run: func(t T, tg Target) {
+				_, ch := clDialChan(t, tg)
+				q := clDeclareQueue(t, tg, ch, "q", amqp.Table{"x-message-ttl": int32(1000)})
+				if _, err := ch.QueueDeclare(q, false, false, false, false, amqp.Table{"x-message-ttl": int64(1000)}); err != nil {
+					t.Fatalf("redeclare with int64 ttl: %v", err)
+				}
+			},
+		},
 	)
 }
