@@ -63,7 +63,7 @@ func init() {
 		var n int
 		var maxGap time.Duration
 		for time.Since(start) < 3*time.Second {
-			f, err := c.readFrame(2 * time.Second)
+			f, err := c.readFrame(2500 * time.Millisecond)
 			if err != nil {
 				t.Fatalf("after %v and %d heartbeats: %v", time.Since(start), n, err)
 			}
@@ -77,11 +77,12 @@ func init() {
 			last = time.Now()
 		}
 		t.Logf("%d heartbeats in %v, largest gap %v", n, time.Since(start).Round(time.Millisecond), maxGap.Round(time.Millisecond))
-		if n < 3 {
-			t.Errorf("got %d heartbeats in 3 s, want at least 3", n)
+		// Nominally 6 heartbeats 0.5 s apart; allow for a loaded machine.
+		if n < 2 {
+			t.Errorf("got %d heartbeats in 3 s, want at least 2", n)
 		}
-		if maxGap > 1500*time.Millisecond {
-			t.Errorf("largest gap between heartbeats %v, want <= 1.5 s", maxGap)
+		if maxGap > 2500*time.Millisecond {
+			t.Errorf("largest gap between heartbeats %v, want <= 2.5 s", maxGap)
 		}
 	}})
 
@@ -102,10 +103,12 @@ func init() {
 
 	// A client that sends nothing at all with heartbeat 1 s is
 	// disconnected by RabbitMQ after ~3 s: the socket is closed without a
-	// connection.close (only heartbeats arrive before).
+	// connection.close (only heartbeats arrive before). The bound is 8 s
+	// to allow for a loaded machine (one run under load average 15 took
+	// over 6 s).
 	register(Case{Name: "heartbeat/silent-client-disconnected", Run: func(t T, tg Target) {
 		c := openRawHeartbeat(t, tg, 1)
-		el := c.expectSilentClose(5 * time.Second)
+		el := c.expectSilentClose(8 * time.Second)
 		if el < 900*time.Millisecond {
 			t.Errorf("disconnected after %v, before one heartbeat interval", el)
 		}
@@ -120,11 +123,11 @@ func init() {
 		c.sendStartOk()
 		c.readTune()
 		c.sendTuneOk(c.Tune.ChannelMax, c.Tune.FrameMax, 1)
-		f, err := c.readFrame(2 * time.Second)
+		f, err := c.readFrame(2500 * time.Millisecond)
 		if err != nil || f.Type != frameHeartbeat || f.Channel != 0 {
 			t.Fatalf("expected a heartbeat before connection.open, got %s, %v", f, err)
 		}
-		c.expectSilentClose(5 * time.Second)
+		c.expectSilentClose(8 * time.Second)
 	}})
 
 	// A client that sends heartbeats every 0.3 s keeps the connection
