@@ -17,8 +17,8 @@ import (
 //     brute-force clients) and closes the socket.
 
 // rawSilentClose is how long a silent handshake close may take. RabbitMQ
-// takes 3 s.
-const rawSilentClose = 6 * time.Second
+// takes 3 s; the bound allows for a loaded machine.
+const rawSilentClose = 8 * time.Second
 
 func init() {
 	// connection.start: version 0-9, server-properties with product,
