@@ -369,7 +369,7 @@ type rawTuneInfo struct {
 }
 
 // rawTimeout bounds every single read or write of the raw client.
-const rawTimeout = 3 * time.Second
+const rawTimeout = 5 * time.Second
 
 // rawUniq returns prefix plus a random suffix.
 func rawUniq(prefix string) string {
