@@ -9,7 +9,10 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-const defaultGCInterval = time.Minute
+const (
+	defaultGCInterval = time.Minute
+	valueThreshold    = 1 << 10
+)
 
 // Open opens (or creates) the Badger store in dir and recovers it: see
 // Store for what Open cleans up. The store owns a committer goroutine and a
@@ -18,7 +21,11 @@ func Open(dir string, opts Options) (Store, error) {
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(!opts.NoSync).
 		WithDetectConflicts(false). // one writer: the committer
-		WithMetricsEnabled(false)
+		WithMetricsEnabled(false).
+		// Bodies above 1 KiB go to the value log: the LSM tree keeps only
+		// keys, entries and pointers, so recovery scans and compactions stay
+		// cheap under a backlog; value-log GC reclaims drained bodies.
+		WithValueThreshold(valueThreshold)
 	if opts.Logger != nil {
 		bo = bo.WithLogger(badgerLogger{opts.Logger})
 	} else {
@@ -139,16 +146,20 @@ func (r badgerReader) scan(prefix []byte, keysOnly bool, fn func(k, v []byte) er
 	o.Prefix = prefix
 	it := r.txn.NewIterator(o)
 	defer it.Close()
+	var buf []byte
 	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
-		k := item.Key()
-		var err error
-		if keysOnly {
-			err = fn(k, nil)
-		} else {
-			err = item.Value(func(v []byte) error { return fn(k, v) })
+		var v []byte
+		if !keysOnly {
+			// A copy, so that fn may read other keys without nesting in
+			// item.Value.
+			var err error
+			if buf, err = item.ValueCopy(buf[:0]); err != nil {
+				return err
+			}
+			v = buf
 		}
-		if err != nil {
+		if err := fn(item.Key(), v); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 )
 
+const maxLinger = time.Millisecond
+
 var errStopScan = errors.New("stop scan")
 
 // errTooBig is what kv.commit/set return when a transaction exceeds the
@@ -13,8 +15,17 @@ var errStopScan = errors.New("stop scan")
 var errTooBig = errors.New("persist: transaction too big")
 
 // run is the committer goroutine: it owns the write path.
+//
+// Linger: when a batch is much smaller than the previous one, the committer
+// waits 1/16 of the previous batch's commit time (at most maxLinger) before
+// taking it. Publishers that wait for their confirm before the next publish
+// resubmit within microseconds of their callback; without the wait they
+// would split into two alternating half-size batches. A lone publisher (the
+// previous batch had one op) never waits.
 func (s *engine) run() {
 	defer close(s.stopped)
+	var lastN int
+	var linger time.Duration
 	for {
 		s.mu.Lock()
 		for len(s.cur.ops) == 0 {
@@ -26,11 +37,21 @@ func (s *engine) run() {
 			<-s.wake
 			s.mu.Lock()
 		}
+		if n := len(s.cur.ops); n < lastN/2 && linger > 0 {
+			// The publishers released by the last batch are still
+			// coming back: give them a moment to share this fsync.
+			s.mu.Unlock()
+			time.Sleep(linger)
+			s.mu.Lock()
+		}
 		b := s.cur
 		s.cur, s.spare = s.spare, nil
 		s.mu.Unlock()
 
+		t0 := time.Now()
 		s.commitBatch(b.ops)
+		lastN = len(b.ops)
+		linger = min(time.Since(t0)/16, maxLinger)
 
 		clear(b.ops)
 		b.ops = b.ops[:0]

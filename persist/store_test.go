@@ -47,8 +47,10 @@ func TestMemoryNoReopen(t *testing.T) {
 }
 
 // testOptions keeps Badger small so tests stay light and batches split.
+// The contract suite runs without fsync to stay fast on a busy disk: Close
+// and reopen do not depend on it. TestCrash and TestBadgerSynced keep it.
 func testOptions() persist.Options {
-	return persist.Options{MemTableSize: 4 << 20, GCInterval: -1}
+	return persist.Options{MemTableSize: 4 << 20, GCInterval: -1, NoSync: true}
 }
 
 func openBadger(t testing.TB, dir string, o persist.Options) persist.Store {
@@ -266,5 +268,42 @@ func TestBadgerGC(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBadgerSynced: the fsync path, concurrent publishers sharing commits.
+func TestBadgerSynced(t *testing.T) {
+	dir := t.TempDir()
+	o := persist.Options{MemTableSize: 4 << 20, GCInterval: -1}
+	s := openBadger(t, dir, o)
+	q := &persist.QueueRecord{VHost: "/", Name: "q", Durable: true}
+	if err := s.SaveQueue(q); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range uint64(16) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range uint64(10) {
+				id := w*100 + i + 1
+				e := []persist.QueueSeq{{QueueID: q.ID, Seq: id, MsgID: id}}
+				if err := waitErr(func(d func(error)) { s.Publish(id, persist.MessageRecord{Body: []byte("x")}, e, d) }); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.Stats()
+	t.Logf("%d messages in %d commits", st.Messages, st.Commits)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openBadger(t, dir, o)
+	defer s.Close()
+	n := 0
+	if _, err := s.RecoverQueue(q.ID, func(persist.RecoveredEntry) error { n++; return nil }); err != nil || n != 160 {
+		t.Fatalf("recovered %d, %v; want 160", n, err)
 	}
 }

@@ -519,7 +519,7 @@ func testBlobs(t *testing.T, c *harness) {
 
 func testConcurrentPublish(t *testing.T, c *harness) {
 	q := c.queue(t, "q")
-	const workers, per = 8, 200
+	const workers, per = 16, 50
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
