@@ -246,8 +246,10 @@ func init() {
 				}
 				d1 := clConsume(t, ch, q1, "", false)
 				d2 := clConsume(t, ch, q2, "", false)
-				if n1, n2 := len(clDrain(d1)), len(clDrain(d2)); n1 != 1 || n2 != 1 {
-					t.Fatalf("per-consumer prefetch 1: got %d and %d unacked, want 1 and 1", n1, n2)
+				clRecvDelivery(t, d1)
+				clRecvDelivery(t, d2)
+				if n := len(clDrain(d1)) + len(clDrain(d2)); n != 0 {
+					t.Fatalf("per-consumer prefetch 1: %d deliveries beyond one per consumer", n)
 				}
 			},
 		},
@@ -268,19 +270,16 @@ func init() {
 				}
 				d1 := clConsume(t, ch, q1, "", false)
 				d2 := clConsume(t, ch, q2, "", false)
-				got1, got2 := clDrain(d1), clDrain(d2)
-				if len(got1)+len(got2) != 2 {
-					t.Fatalf("global prefetch 2: got %d+%d unacked, want 2 in total", len(got1), len(got2))
+				got := clRecvFrom(t, 2, d1, d2)
+				if n := len(clDrain(d1)) + len(clDrain(d2)); n != 0 {
+					t.Fatalf("global prefetch 2: %d deliveries beyond 2 unacked on the channel", n)
 				}
-				var last uint64
-				for _, d := range append(got1, got2...) {
-					last = max(last, d.DeliveryTag)
-				}
-				if err := ch.Ack(last, true); err != nil {
+				if err := ch.Ack(max(got[0].DeliveryTag, got[1].DeliveryTag), true); err != nil {
 					t.Fatalf("ack: %v", err)
 				}
-				if n := len(clDrain(d1)) + len(clDrain(d2)); n != 2 {
-					t.Fatalf("after acking both, got %d more, want 2", n)
+				clRecvFrom(t, 2, d1, d2)
+				if n := len(clDrain(d1)) + len(clDrain(d2)); n != 0 {
+					t.Fatalf("after acking both: %d deliveries beyond 2 more", n)
 				}
 			},
 		},

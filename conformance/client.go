@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -21,6 +22,8 @@ const (
 	// clQuietPeriod is how long a case waits to be reasonably sure that
 	// something does NOT happen (no delivery, no close).
 	clQuietPeriod = 300 * time.Millisecond
+	// clCaseDeadline is when a case's connections are forcibly closed.
+	clCaseDeadline = 20 * time.Second
 )
 
 // AMQP reply codes used by the cases.
@@ -75,29 +78,67 @@ func clUrlUser(tg Target) string {
 	return u.User.Username()
 }
 
-// clDial opens a connection to the target; it is closed at cleanup.
-func clDial(t T, tg Target) *amqp.Connection {
-	t.Helper()
+// clConnect dials tg. The TCP connection is forcibly closed after limit
+// (unless the returned timer is stopped first): amqp091-go has no timeouts
+// on synchronous methods, so this is what makes a case against a broker that
+// never answers fail (with a closed-connection error) instead of hanging.
+func clConnect(tg Target, limit time.Duration) (*amqp.Connection, net.Conn, *time.Timer, error) {
+	var raw net.Conn
 	conn, err := amqp.DialConfig(tg.URL, amqp.Config{
 		Heartbeat: 10 * time.Second,
 		Locale:    "en_US",
-		Dial:      amqp.DefaultDial(clWaitTimeout),
+		Dial: func(network, addr string) (net.Conn, error) {
+			c, err := amqp.DefaultDial(clWaitTimeout)(network, addr)
+			raw = c // DialConfig calls Dial synchronously
+			return c, err
+		},
 	})
+	if err != nil {
+		if raw != nil {
+			_ = raw.Close()
+		}
+		return nil, nil, nil, err
+	}
+	kill := time.AfterFunc(limit, func() { _ = raw.Close() })
+	return conn, raw, kill, nil
+}
+
+// clDial opens a connection to the target; it is closed at cleanup, and
+// forcibly after clCaseDeadline.
+func clDial(t T, tg Target) *amqp.Connection {
+	t.Helper()
+	conn, raw, kill, err := clConnect(tg, clCaseDeadline)
 	if err != nil {
 		t.Fatalf("dial %s: %v", tg.Addr(), err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	t.Cleanup(func() {
+		kill.Stop()
+		_ = conn.CloseDeadline(time.Now().Add(2 * time.Second))
+		_ = raw.Close()
+	})
 	return conn
 }
 
-// clOpenChan opens a channel on conn; it is closed at cleanup.
+// clOpenChan opens a channel on conn; it is closed at cleanup (without
+// waiting more than a moment for channel.close-ok).
 func clOpenChan(t T, conn *amqp.Connection) *amqp.Channel {
 	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatalf("open channel: %v", err)
 	}
-	t.Cleanup(func() { _ = ch.Close() })
+	t.Cleanup(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = ch.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			// the connection's cleanup will unblock it
+		}
+	})
 	return ch
 }
 
@@ -112,16 +153,17 @@ func clDialChan(t T, tg Target) (*amqp.Connection, *amqp.Channel) {
 // It is used by cleanups, which must not depend on the case's (possibly
 // closed) channels.
 func clWithAdmin(tg Target, f func(ch *amqp.Channel)) {
-	conn, err := amqp.DialConfig(tg.URL, amqp.Config{Dial: amqp.DefaultDial(clWaitTimeout)})
+	conn, raw, kill, err := clConnect(tg, clWaitTimeout)
 	if err != nil {
 		return
 	}
-	defer conn.Close()
+	defer raw.Close()
+	defer kill.Stop()
+	defer conn.CloseDeadline(time.Now().Add(2 * time.Second))
 	ch, err := conn.Channel()
 	if err != nil {
 		return
 	}
-	defer ch.Close()
 	f(ch)
 }
 
@@ -267,6 +309,36 @@ func clRecvN(t T, deliveries <-chan amqp.Delivery, n int) []amqp.Delivery {
 	out := make([]amqp.Delivery, 0, n)
 	for len(out) < n {
 		out = append(out, clRecvDelivery(t, deliveries))
+	}
+	return out
+}
+
+// clRecvFrom waits for n deliveries in total from any of the channels.
+func clRecvFrom(t T, n int, chans ...<-chan amqp.Delivery) []amqp.Delivery {
+	t.Helper()
+	var out []amqp.Delivery
+	timeout := time.After(clWaitTimeout)
+	for len(out) < n {
+		for _, c := range chans {
+			if len(out) == n {
+				break
+			}
+			select {
+			case d, ok := <-c:
+				if ok {
+					out = append(out, d)
+				}
+			default:
+			}
+		}
+		if len(out) == n {
+			break
+		}
+		select {
+		case <-timeout:
+			t.Fatalf("got %d deliveries within %v, want %d", len(out), clWaitTimeout, n)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	return out
 }
