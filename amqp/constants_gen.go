@@ -43,6 +43,7 @@ const (
 const (
 	ClassConnection = 10
 	ClassChannel    = 20
+	ClassAccess     = 30
 	ClassExchange   = 40
 	ClassQueue      = 50
 	ClassBasic      = 60
@@ -70,6 +71,8 @@ const (
 	MethodChannelFlowOk       = 21
 	MethodChannelClose        = 40
 	MethodChannelCloseOk      = 41
+	MethodAccessRequest       = 10
+	MethodAccessRequestOk     = 11
 	MethodExchangeDeclare     = 10
 	MethodExchangeDeclareOk   = 11
 	MethodExchangeDelete      = 20

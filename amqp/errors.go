@@ -13,7 +13,16 @@ type Error struct {
 	Text     string // human part, without the "NOT_FOUND - " prefix
 	ClassID  uint16 // 0 if unknown
 	MethodID uint16 // 0 if unknown
+	// Cause is the decoding error behind it, if any (see ErrBadFieldType).
+	Cause error
 }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// ErrBadFieldType is the cause of an *Error for a field table holding an
+// unknown field value type tag.
+var ErrBadFieldType = errors.New("amqp: unknown field value type")
 
 // Error formats the error the way RabbitMQ formats reply texts:
 // "NOT_FOUND - no queue 'q'".

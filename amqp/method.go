@@ -45,7 +45,9 @@ func argsError(m Method, err error) *Error {
 	if _, ok := err.(*badTagError); ok {
 		code = codeBadFieldType
 	}
-	return Errorf(code, m.ClassID(), m.MethodID(), "cannot decode %s arguments: %v", m.Name(), err)
+	e := Errorf(code, m.ClassID(), m.MethodID(), "cannot decode %s arguments: %v", m.Name(), err)
+	e.Cause = err
+	return e
 }
 
 // AppendMethodFrame appends a complete method frame (type, channel, size,

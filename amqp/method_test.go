@@ -14,7 +14,7 @@ func TestMethodNamesAndIDs(t *testing.T) {
 	want := strings.Fields(`ConnectionStart ConnectionStartOk ConnectionSecure ConnectionSecureOk
 		ConnectionTune ConnectionTuneOk ConnectionOpen ConnectionOpenOk ConnectionClose ConnectionCloseOk
 		ConnectionBlocked ConnectionUnblocked ChannelOpen ChannelOpenOk ChannelFlow ChannelFlowOk
-		ChannelClose ChannelCloseOk ExchangeDeclare ExchangeDeclareOk ExchangeDelete ExchangeDeleteOk
+		ChannelClose ChannelCloseOk AccessRequest AccessRequestOk ExchangeDeclare ExchangeDeclareOk ExchangeDelete ExchangeDeleteOk
 		ExchangeBind ExchangeBindOk ExchangeUnbind ExchangeUnbindOk QueueDeclare QueueDeclareOk QueueBind
 		QueueBindOk QueuePurge QueuePurgeOk QueueDelete QueueDeleteOk QueueUnbind QueueUnbindOk BasicQos
 		BasicQosOk BasicConsume BasicConsumeOk BasicCancel BasicCancelOk BasicPublish BasicReturn

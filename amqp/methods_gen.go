@@ -497,6 +497,81 @@ func (*ChannelCloseOk) AppendArgs(dst []byte) ([]byte, error) {
 
 func (*ChannelCloseOk) decodeArgs(b []byte) error { return noArgs(b) }
 
+// AccessRequest is access.request (class 30, method 10).
+type AccessRequest struct {
+	Realm     string // realm shortstr
+	Exclusive bool   // exclusive bit
+	Passive   bool   // passive bit
+	Active    bool   // active bit
+	Write     bool   // write bit
+	Read      bool   // read bit
+}
+
+func (*AccessRequest) ClassID() uint16   { return 30 }
+func (*AccessRequest) MethodID() uint16  { return 10 }
+func (*AccessRequest) Name() string      { return "access.request" }
+func (*AccessRequest) HasContent() bool  { return false }
+func (*AccessRequest) Synchronous() bool { return false }
+
+func (m *AccessRequest) AppendArgs(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = appendShortstr(dst, m.Realm); err != nil {
+		return dst, fieldErr("access.request.realm", err)
+	}
+	var bits1 uint8
+	if m.Exclusive {
+		bits1 |= 1 << 0
+	}
+	if m.Passive {
+		bits1 |= 1 << 1
+	}
+	if m.Active {
+		bits1 |= 1 << 2
+	}
+	if m.Write {
+		bits1 |= 1 << 3
+	}
+	if m.Read {
+		bits1 |= 1 << 4
+	}
+	dst = append(dst, bits1)
+	return dst, nil
+}
+
+func (m *AccessRequest) decodeArgs(b []byte) error {
+	d := decoder{b: b}
+	m.Realm = d.shortstr()
+	bits1 := d.u8()
+	m.Exclusive = bits1&(1<<0) != 0
+	m.Passive = bits1&(1<<1) != 0
+	m.Active = bits1&(1<<2) != 0
+	m.Write = bits1&(1<<3) != 0
+	m.Read = bits1&(1<<4) != 0
+	return d.finish()
+}
+
+// AccessRequestOk is access.request-ok (class 30, method 11).
+type AccessRequestOk struct {
+	Reserved1 uint16 // reserved-1 short
+}
+
+func (*AccessRequestOk) ClassID() uint16   { return 30 }
+func (*AccessRequestOk) MethodID() uint16  { return 11 }
+func (*AccessRequestOk) Name() string      { return "access.request-ok" }
+func (*AccessRequestOk) HasContent() bool  { return false }
+func (*AccessRequestOk) Synchronous() bool { return false }
+
+func (m *AccessRequestOk) AppendArgs(dst []byte) ([]byte, error) {
+	dst = appendU16(dst, m.Reserved1)
+	return dst, nil
+}
+
+func (m *AccessRequestOk) decodeArgs(b []byte) error {
+	d := decoder{b: b}
+	m.Reserved1 = d.u16()
+	return d.finish()
+}
+
 // ExchangeDeclare is exchange.declare (class 40, method 10; synchronous).
 type ExchangeDeclare struct {
 	Reserved1  uint16 // reserved-1 short, reserved
@@ -1885,6 +1960,10 @@ func newMethod(classID, methodID uint16) Method {
 		return new(ChannelClose)
 	case 20<<16 | 41:
 		return new(ChannelCloseOk)
+	case 30<<16 | 10:
+		return new(AccessRequest)
+	case 30<<16 | 11:
+		return new(AccessRequestOk)
 	case 40<<16 | 10:
 		return new(ExchangeDeclare)
 	case 40<<16 | 11:
@@ -2016,6 +2095,10 @@ func MethodName(classID, methodID uint16) string {
 		return "channel.close"
 	case 20<<16 | 41:
 		return "channel.close-ok"
+	case 30<<16 | 10:
+		return "access.request"
+	case 30<<16 | 11:
+		return "access.request-ok"
 	case 40<<16 | 10:
 		return "exchange.declare"
 	case 40<<16 | 11:
@@ -2123,6 +2206,7 @@ func ServerReceives(classID, methodID uint16) bool {
 		20<<16 | 21,
 		20<<16 | 40,
 		20<<16 | 41,
+		30<<16 | 10,
 		40<<16 | 10,
 		40<<16 | 20,
 		40<<16 | 30,

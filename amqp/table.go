@@ -201,6 +201,8 @@ type badTagError struct{ tag byte }
 
 func (e *badTagError) Error() string { return fmt.Sprintf("unknown field value type %q", e.tag) }
 
+func (e *badTagError) Unwrap() error { return ErrBadFieldType }
+
 func decodeTableBody(b []byte, depth int) (Table, error) {
 	if depth > MaxTableDepth {
 		return nil, errTableDepth

@@ -111,6 +111,9 @@ func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
 func (ch *channel) publishAssembled() error {
 	p := ch.pub
 	ch.pub = nil
+	if ch.closing {
+		return nil
+	}
 	err := ch.publish(p)
 	if err == nil {
 		return nil

@@ -53,4 +53,3 @@ func BenchmarkPublishRouteDeliver(b *testing.B) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -50,6 +51,7 @@ type publishing struct {
 	props    []byte
 	bodySize uint64
 	body     []byte
+	received uint64 // body bytes seen, kept or not
 	gotHdr   bool
 	ttl      time.Duration // the expiration property, when hasTTL
 	hasTTL   bool
@@ -118,19 +120,26 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 // handleMethod runs one method frame on this channel. Soft errors close the
 // channel here; a returned *amqp.Error is a hard error.
 func (ch *channel) handleMethod(m amqp.Method) error {
+	if p := ch.pub; p != nil {
+		// Framing is checked even on a closing channel.
+		if p.gotHdr {
+			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content body, got non content body frame instead")
+		}
+		return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
+	}
 	if ch.closing {
-		switch m.(type) {
+		switch m := m.(type) {
 		case *amqp.ChannelCloseOk:
 			delete(ch.c.channels, ch.id)
 		case *amqp.ChannelClose:
+			// Crossing closes: answer, but stay closing until our own
+			// close is acknowledged, as RabbitMQ does.
 			ch.c.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
-			delete(ch.c.channels, ch.id)
+		case *amqp.BasicPublish:
+			// Its content still arrives and is framed; then dropped.
+			ch.pub = &publishing{method: m}
 		}
 		return nil
-	}
-	if ch.pub != nil {
-		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
-			"expected content header for class 60, got non content header frame instead")
 	}
 	err := ch.dispatch(m)
 	if err == nil {
@@ -140,7 +149,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	if !ok {
 		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "%v", err)
 	}
-	if ae.ClassID == 0 && ae.MethodID == 0 {
+	if ae.ClassID == 0 && ae.MethodID == 0 && !ae.Hard() {
 		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
 	}
 	if ae.Hard() {
@@ -169,12 +178,11 @@ func (ch *channel) dispatch(m amqp.Method) error {
 		ch.c.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
 		delete(ch.c.channels, ch.id)
 		return nil
-	case *amqp.ChannelCloseOk:
-		return nil
 	case *amqp.ChannelFlow:
 		return ch.flow(m)
-	case *amqp.ChannelFlowOk:
-		return nil
+	case *amqp.AccessRequest:
+		// Deprecated, but RabbitMQ still answers it with ticket 1.
+		return ch.c.out.sendMethod(ch.id, &amqp.AccessRequestOk{Reserved1: 1})
 	case *amqp.ExchangeDeclare:
 		return ch.exchangeDeclare(m)
 	case *amqp.ExchangeDelete:
@@ -224,13 +232,15 @@ func (ch *channel) dispatch(m amqp.Method) error {
 	case *amqp.ChannelOpen:
 		return amqp.Errorf(amqp.ChannelError, 20, 10, "second 'channel.open' seen")
 	}
-	if m.ClassID() == 10 {
-		return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "connection method on channel %d", ch.id)
-	}
-	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "method %s is not valid from a client", m.Name())
+	// Server-to-client methods, unsolicited replies and connection methods.
+	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unimplemented method")
 }
 
 func (ch *channel) flow(m *amqp.ChannelFlow) error {
+	if !m.Active {
+		// RabbitMQ does not implement consumer flow control by channel.flow.
+		return amqp.Errorf(amqp.NotImplemented, 20, 20, "active=false")
+	}
 	ch.mu.Lock()
 	ch.flowActive = m.Active
 	ch.mu.Unlock()
@@ -303,11 +313,9 @@ func (ch *channel) kick() {
 	}
 }
 
-// handleContent takes a content header or body frame.
+// handleContent takes a content header or body frame. Framing is checked
+// even on a closing channel, whose publishes are then dropped.
 func (ch *channel) handleContent(f amqp.Frame) error {
-	if ch.closing {
-		return nil
-	}
 	p := ch.pub
 	if f.Type == amqp.FrameHeader {
 		if p == nil || p.gotHdr {
@@ -315,12 +323,18 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		}
 		h, err := amqp.DecodeContentHeader(f.Payload)
 		if err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) && len(f.Payload) >= 14 {
+				// The frame is whole but its properties do not decode;
+				// RabbitMQ's channel fails on them with 541.
+				return amqp.Errorf(amqp.InternalError, 0, 0, "cannot decode content properties: %v", err)
+			}
 			return err
 		}
 		if h.ClassID != 60 {
-			return amqp.Errorf(amqp.FrameError, 0, 0, "content header for class %d does not match method class 60", h.ClassID)
+			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got one for class %d instead", h.ClassID)
 		}
-		if h.BodySize > ch.c.srv.cfg.MaxMessageSize {
+		if h.BodySize > ch.c.srv.cfg.MaxMessageSize && !ch.closing {
 			ch.pub = nil
 			ch.softError(amqp.Errorf(amqp.PreconditionFailed, 60, 40,
 				"message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize))
@@ -332,17 +346,28 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		if p.bodySize == 0 {
 			return ch.publishAssembled()
 		}
-		p.body = make([]byte, 0, p.bodySize)
+		if !ch.closing {
+			p.body = make([]byte, 0, p.bodySize)
+		}
 		return nil
 	}
-	if p == nil || !p.gotHdr {
+	if p == nil {
 		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 	}
-	if uint64(len(p.body))+uint64(len(f.Payload)) > p.bodySize {
-		return amqp.Errorf(amqp.FrameError, 0, 0, "body frame exceeds declared content size %d", p.bodySize)
+	if !p.gotHdr {
+		return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
 	}
-	p.body = append(p.body, f.Payload...)
-	if uint64(len(p.body)) == p.bodySize {
+	p.received += uint64(len(f.Payload))
+	if p.received > p.bodySize {
+		// RabbitMQ does not notice an overlong body: it keeps waiting for
+		// body frames, and the next method frame is then unexpected.
+		p.body = nil
+		return nil
+	}
+	if !ch.closing {
+		p.body = append(p.body, f.Payload...)
+	}
+	if p.received == p.bodySize {
 		return ch.publishAssembled()
 	}
 	return nil

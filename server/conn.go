@@ -165,6 +165,9 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		if err := c.handleFrame(f); err != nil {
+			if errors.Is(err, errDrop) {
+				return err
+			}
 			var ae *amqp.Error
 			if errors.As(err, &ae) {
 				if c.closing {
@@ -177,6 +180,23 @@ func (c *conn) readLoop() error {
 		}
 	}
 }
+
+// drainAfterClose waits briefly, discarding input, for the client to close
+// the socket after close-ok, so that frames it sent meanwhile do not meet a
+// reset connection.
+func (c *conn) drainAfterClose() {
+	c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		if _, err := c.fr.ReadFrame(); err != nil {
+			return
+		}
+	}
+}
+
+// errDrop ends the connection by closing the socket without a
+// connection.close, which is what RabbitMQ does for input its reader cannot
+// parse at all (unknown class or method ids, unknown field types).
+var errDrop = errors.New("unparseable input, connection dropped")
 
 // handleFrame routes one frame. A returned *amqp.Error is a hard error.
 func (c *conn) handleFrame(f amqp.Frame) error {
@@ -200,13 +220,21 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 	}
 	switch f.Type {
 	case amqp.FrameHeartbeat:
+		if len(f.Payload) != 0 {
+			return amqp.Errorf(amqp.FrameError, 0, 0, "type 8, all octets = %v: unknown_frame", f.Payload)
+		}
 		if f.Channel != 0 {
-			return amqp.Errorf(amqp.FrameError, 0, 0, "heartbeat frame on non-zero channel %d", f.Channel)
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "type 8, all octets = <<>>")
 		}
 		return nil
 	case amqp.FrameMethod:
 		m, err := amqp.DecodeMethod(f.Payload)
 		if err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) && (ae.Code == amqp.CommandInvalid || errors.Is(err, amqp.ErrBadFieldType)) {
+				c.log.Warn().Err(err).Msg("unparseable method frame")
+				return errDrop
+			}
 			return err
 		}
 		if f.Channel == 0 {
@@ -214,12 +242,9 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		}
 		return c.handleChannelMethod(f.Channel, m)
 	case amqp.FrameHeader, amqp.FrameBody:
-		if f.Channel == 0 {
-			return amqp.Errorf(amqp.CommandInvalid, 0, 0, "content frame on channel 0")
-		}
 		ch := c.channels[f.Channel]
-		if ch == nil {
-			return amqp.Errorf(amqp.ChannelError, 0, 0, "expected 'channel.open'")
+		if f.Channel == 0 || ch == nil {
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 		}
 		return ch.handleContent(f)
 	}
@@ -231,21 +256,24 @@ func (c *conn) handleConnectionMethod(m amqp.Method) error {
 	case *amqp.ConnectionClose:
 		c.cleanupChannels()
 		c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
-		return errClosed
-	case *amqp.ConnectionCloseOk:
+		c.drainAfterClose()
 		return errClosed
 	}
-	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s on channel 0", m.Name())
+	// Everything else, handshake methods again included, is out of place
+	// once the connection is open.
+	return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "unexpected method in connection state running")
 }
 
 func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 	ch := c.channels[id]
+	if _, ok := m.(*amqp.ChannelOpen); ok && ch != nil {
+		return amqp.Errorf(amqp.ChannelError, 20, 10, "second 'channel.open' seen")
+	}
 	if _, ok := m.(*amqp.ChannelOpen); ok {
-		if ch != nil {
-			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "second 'channel.open' seen")
-		}
-		if id > c.channelMax {
-			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "channel id %d greater than channel max %d", id, c.channelMax)
+		// RabbitMQ limits how many channels are open, not their numbers.
+		if len(c.channels) >= int(c.channelMax) {
+			return amqp.Errorf(amqp.NotAllowed, 0, 0,
+				"number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 		}
 		c.channels[id] = newChannel(c, id)
 		c.out.sendMethod(id, &amqp.ChannelOpenOk{})
@@ -253,7 +281,7 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 	}
 	if ch == nil {
 		if m.ClassID() == 10 {
-			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "connection method on channel %d", id)
+			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unimplemented method")
 		}
 		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "expected 'channel.open'")
 	}
@@ -293,12 +321,13 @@ func (c *conn) handshake() error {
 	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
 		return err
 	}
-	if !bytes.Equal(hdr[:], amqp.ProtocolHeader) {
+	// RabbitMQ also takes the 0-9 header ("AMQP" 1 1 0 9) as 0-9-1.
+	if !bytes.Equal(hdr[:], amqp.ProtocolHeader) && !bytes.Equal(hdr[:], []byte("AMQP\x01\x01\x00\x09")) {
 		c.nc.Write(amqp.ProtocolHeader)
 		return fmt.Errorf("bad protocol header %q", hdr[:])
 	}
 	c.fr = amqp.NewFrameReader(c.nc, 64<<10)
-	c.fr.SetMaxFrameSize(c.srv.cfg.FrameMax)
+	c.fr.SetMaxFrameSize(amqp.FrameMinSize + amqp.FrameOverhead)
 
 	c.out.sendMethod(0, &amqp.ConnectionStart{
 		VersionMajor:     0,
@@ -314,7 +343,7 @@ func (c *conn) handshake() error {
 	c.caps = readClientCaps(startOk.ClientProperties)
 	user, pass, err := credentials(startOk.Mechanism, startOk.Response)
 	if err != nil {
-		return c.refuse(err.(*amqp.Error))
+		return err // RabbitMQ drops the socket without a close here
 	}
 	if want, ok := c.srv.cfg.Users[user]; !ok || want != pass {
 		e := amqp.Errorf(amqp.AccessRefused, 0, 0,
@@ -336,11 +365,21 @@ func (c *conn) handshake() error {
 		return err
 	}
 	if err := c.applyTune(tuneOk); err != nil {
-		return c.refuse(err.(*amqp.Error))
+		return err // RabbitMQ drops the socket without a close here
 	}
 
+	if hb := time.Duration(c.heartbeat.Load()); hb > 0 {
+		// The heartbeat monitor starts with tune-ok.
+		c.nc.SetReadDeadline(time.Now().Add(2 * hb))
+	}
 	var open *amqp.ConnectionOpen
 	if err := expectMethod(c, &open); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.UnexpectedFrame {
+			// After tune-ok RabbitMQ answers a frame on another channel
+			// with connection.close.
+			return c.refuse(ae)
+		}
 		return err
 	}
 	vh := c.srv.vhost(open.VirtualHost)
@@ -372,30 +411,24 @@ func (c *conn) refuse(e *amqp.Error) error {
 	}
 }
 
-// expect reads the next frame of the handshake, which must be a method on
-// channel 0 of the type *dst points to.
+// expectMethod reads the next frame of the handshake, which must be a
+// method on channel 0 of the type *dst points to. RabbitMQ answers anything
+// else during the handshake by closing the socket without a frame, and so
+// does Warren (the error is logged).
 func expectMethod[M amqp.Method](c *conn, dst *M) error {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			var ae *amqp.Error
-			if errors.As(err, &ae) {
-				return c.refuse(ae)
-			}
 			return err
 		}
 		if f.Type == amqp.FrameHeartbeat {
 			continue
 		}
 		if f.Type != amqp.FrameMethod || f.Channel != 0 {
-			return c.refuse(amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "frame type %d during handshake", f.Type))
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "frame type %d on channel %d during handshake", f.Type, f.Channel)
 		}
 		m, err := amqp.DecodeMethod(f.Payload)
 		if err != nil {
-			var ae *amqp.Error
-			if errors.As(err, &ae) {
-				return c.refuse(ae)
-			}
 			return err
 		}
 		want, ok := m.(M)
@@ -404,7 +437,7 @@ func expectMethod[M amqp.Method](c *conn, dst *M) error {
 				c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
 				return errClosed
 			}
-			return c.refuse(amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s during handshake", m.Name()))
+			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s during handshake", m.Name())
 		}
 		*dst = want
 		return nil
@@ -412,22 +445,21 @@ func expectMethod[M amqp.Method](c *conn, dst *M) error {
 }
 
 func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
+	// 0 means "no limit", which is above what the server offered.
 	fm := t.FrameMax
-	if fm == 0 || fm > c.srv.cfg.FrameMax {
-		if fm > c.srv.cfg.FrameMax {
-			return amqp.Errorf(amqp.NotAllowed, 10, 31, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
-		}
-		fm = c.srv.cfg.FrameMax
-	}
-	if fm < amqp.FrameMinSize {
+	switch {
+	case fm == 0 || fm > c.srv.cfg.FrameMax:
+		return amqp.Errorf(amqp.NotAllowed, 10, 31, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
+	case fm < amqp.FrameMinSize:
 		return amqp.Errorf(amqp.NotAllowed, 10, 31, "frame_max=%d < %d min size", fm, amqp.FrameMinSize)
 	}
-	c.frameMax = fm
-	c.fr.SetMaxFrameSize(fm)
 	cm := t.ChannelMax
 	if cm == 0 || cm > c.srv.cfg.ChannelMax {
-		cm = c.srv.cfg.ChannelMax
+		return amqp.Errorf(amqp.NotAllowed, 10, 31, "negotiated channel_max = %d is higher than the maximum allowed value (%d)", cm, c.srv.cfg.ChannelMax)
 	}
+	c.frameMax = fm
+	// RabbitMQ accepts a frame whose payload is frame_max bytes.
+	c.fr.SetMaxFrameSize(fm + amqp.FrameOverhead)
 	c.channelMax = cm
 	c.heartbeat.Store(int64(time.Duration(t.Heartbeat) * time.Second))
 	c.out.signal() // the writer picks up the heartbeat interval

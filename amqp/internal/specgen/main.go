@@ -250,14 +250,23 @@ var reservedGoNames = map[string]bool{
 
 // extensions are methods RabbitMQ implements beyond the extended XML. They are
 // added only when the XML lacks them, so a future XML that carries them wins.
+// A classIndex other than 0 adds the class when the XML lacks it (the
+// deprecated access class, which RabbitMQ still answers).
 var extensions = []struct {
-	class  string
-	method string
-	index  int
-	fields []field
+	class      string
+	classIndex int
+	method     string
+	index      int
+	fields     []field
+	serverRecv bool
 }{
 	{class: "connection", method: "blocked", index: 60, fields: []field{{name: "reason", typ: "shortstr"}}},
 	{class: "connection", method: "unblocked", index: 61},
+	{class: "access", classIndex: 30, method: "request", index: 10, serverRecv: true, fields: []field{
+		{name: "realm", typ: "shortstr"}, {name: "exclusive", typ: "bit"}, {name: "passive", typ: "bit"},
+		{name: "active", typ: "bit"}, {name: "write", typ: "bit"}, {name: "read", typ: "bit"},
+	}},
+	{class: "access", classIndex: 30, method: "request-ok", index: 11, fields: []field{{name: "reserved-1", typ: "short"}}},
 }
 
 // extraConstants are reply codes RabbitMQ uses that the XML omits.
@@ -393,6 +402,10 @@ func buildSpec(root *node) (*spec, error) {
 				cl = c
 			}
 		}
+		if cl == nil && x.classIndex != 0 {
+			cl = &class{name: x.class, index: x.classIndex}
+			sp.classes = append(sp.classes, cl)
+		}
 		if cl == nil {
 			return nil, fmt.Errorf("extension %s.%s: no class %s", x.class, x.method, x.class)
 		}
@@ -407,7 +420,7 @@ func buildSpec(root *node) (*spec, error) {
 		if present {
 			continue
 		}
-		m := &method{class: cl, name: x.method, index: x.index, clientRecv: true}
+		m := &method{class: cl, name: x.method, index: x.index, clientRecv: !x.serverRecv, serverRecv: x.serverRecv}
 		for _, f := range x.fields {
 			f.goName = goName(f.name)
 			m.fields = append(m.fields, f)
