@@ -1,0 +1,87 @@
+// Package conformance is a black-box AMQP 0-9-1 test suite. It talks to any
+// broker URL, so the same cases certify Warren and RabbitMQ. It never imports
+// the server package.
+package conformance
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+	"testing"
+)
+
+// Target is the broker under test.
+type Target struct {
+	// URL is an amqp:// URL with credentials for a user that may
+	// configure, write and read everything in its vhost.
+	URL string
+}
+
+// Addr returns host:port of the target's URL (default port 5672).
+func (t Target) Addr() string {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return t.URL
+	}
+	if u.Port() == "" {
+		return u.Hostname() + ":5672"
+	}
+	return u.Host
+}
+
+// T is the part of testing.TB a case uses. *testing.T implements it, and so
+// does the stand-alone runner of cmd/warren-conformance. FailNow and Fatalf
+// end the calling goroutine (runtime.Goexit), as testing does.
+type T interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	FailNow()
+	Failed() bool
+	Cleanup(func())
+}
+
+// Case is one named conformance check.
+type Case struct {
+	// Name is "area/what", e.g. "queue/declare-passive-missing-404".
+	Name string
+	Run  func(t T, target Target)
+}
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]Case{}
+)
+
+// register adds cases at package init. Names must be unique.
+func register(cases ...Case) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	for _, c := range cases {
+		if _, dup := registry[c.Name]; dup {
+			panic(fmt.Sprintf("conformance: duplicate case %q", c.Name))
+		}
+		registry[c.Name] = c
+	}
+}
+
+// Cases returns every registered case, sorted by name.
+func Cases() []Case {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]Case, 0, len(registry))
+	for _, c := range registry {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Run runs every case as a subtest of t against target.
+func Run(t *testing.T, target Target) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) { c.Run(t, target) })
+	}
+}
