@@ -333,7 +333,7 @@ func (c *conn) handshake() error {
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: serverProperties(),
-		Mechanisms:       "PLAIN AMQPLAIN",
+		Mechanisms:       "AMQPLAIN PLAIN",
 		Locales:          "en_US",
 	})
 	var startOk *amqp.ConnectionStartOk
