@@ -316,5 +316,26 @@ func init() {
 				}
 			},
 		},
+		Case{
+			// Redeclaring amq.direct with another type: channel.close 406 PRECONDITION_FAILED (equivalence check, not 403).
+			Name: "exchange/redeclare-amq-direct-different-type-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				err := ch.ExchangeDeclare("amq.direct", "fanout", true, false, false, false, nil)
+				clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+			},
+		},
+		Case{
+			// Deleting a built-in amq.* exchange: channel.close 403 ACCESS_REFUSED.
+			Name: "exchange/delete-amq-direct-403",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				err := ch.ExchangeDelete("amq.direct", false, false)
+				clExpectErr(t, conn, err, clCodeAccessRefused, clChanClose)
+				if !clExchangeExists(t, conn, "amq.direct") {
+					t.Fatalf("amq.direct is gone")
+				}
+			},
+		},
 	)
 }

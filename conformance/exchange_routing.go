@@ -431,6 +431,54 @@ func init() {
 				}
 			},
 		},
+		Case{
+			// A headers binding with an invalid x-match value: channel.close 406 PRECONDITION_FAILED.
+			Name: "exchange/headers-invalid-x-match-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				x := clDeclareExchange(t, tg, ch, "headers", nil)
+				q := clDeclareQueue(t, tg, ch, "q", nil)
+				err := ch.QueueBind(q, "", x, false, amqp.Table{"x-match": "some", "a": "b"})
+				clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+			},
+		},
+		Case{
+			// x-match any-with-x / all-with-x (RabbitMQ 3.10) also match on x- headers.
+			Name: "exchange/headers-with-x-match",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				x := clDeclareExchange(t, tg, ch, "headers", nil)
+				qAny := clDeclareQueue(t, tg, ch, "any", nil)
+				qAll := clDeclareQueue(t, tg, ch, "all", nil)
+				clBindQueue(t, ch, qAny, "", x, amqp.Table{"x-match": "any-with-x", "x-k": "v"})
+				clBindQueue(t, ch, qAll, "", x, amqp.Table{"x-match": "all-with-x", "x-k": "v", "a": "1"})
+				pub := clConfirmChan(t, conn)
+				clPublishConfirmed(t, pub, x, "", amqp.Publishing{Headers: amqp.Table{"x-k": "v"}, Body: []byte("xk")})
+				clPublishConfirmed(t, pub, x, "", amqp.Publishing{Headers: amqp.Table{"x-k": "v", "a": "1"}, Body: []byte("xk-a")})
+				clPublishConfirmed(t, pub, x, "", amqp.Publishing{Headers: amqp.Table{"a": "1"}, Body: []byte("a")})
+				got := clCollect(t, ch, []string{qAny, qAll})
+				if !slices.Equal(got[qAny], []string{"xk", "xk-a"}) || !slices.Equal(got[qAll], []string{"xk-a"}) {
+					t.Fatalf("any-with-x got %q, all-with-x got %q", got[qAny], got[qAll])
+				}
+			},
+		},
+		Case{
+			// A mandatory message that is routed produces no basic.return.
+			Name: "exchange/mandatory-routed-no-return",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clDeclareQueue(t, tg, ch, "q", nil)
+				pub := clConfirmChan(t, conn)
+				returns := pub.NotifyReturn(make(chan amqp.Return, 1))
+				clCtxPublishMandatory(t, pub, "", q, clBody("m"))
+				select {
+				case r := <-returns:
+					t.Fatalf("unexpected return %d", r.ReplyCode)
+				default:
+				}
+				clGetWait(t, ch, q, true)
+			},
+		},
 	)
 }
 
