@@ -2,6 +2,7 @@ package persist_test
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"testing"
 
@@ -47,10 +48,22 @@ func TestMemoryNoReopen(t *testing.T) {
 }
 
 // testOptions keeps Badger small so tests stay light and batches split.
-// The contract suite runs without fsync to stay fast on a busy disk: Close
-// and reopen do not depend on it. TestCrash and TestBadgerSynced keep it.
 func testOptions() persist.Options {
-	return persist.Options{MemTableSize: 4 << 20, GCInterval: -1, NoSync: true}
+	return persist.Options{MemTableSize: 4 << 20, GCInterval: -1}
+}
+
+// memDir returns a directory on tmpfs when there is one, else t.TempDir():
+// the contract suite reopens Badger many times, and on a busy disk each
+// Close (memtable flush and sync) can take a second. Tests that are about
+// fsync or crashes use t.TempDir().
+func memDir(t testing.TB) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "warren-persist-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
 }
 
 func openBadger(t testing.TB, dir string, o persist.Options) persist.Store {
@@ -66,7 +79,7 @@ func TestBadger(t *testing.T) {
 	var mu sync.Mutex
 	dirs := map[persist.Store]string{}
 	open := func(t *testing.T) persist.Store {
-		dir := t.TempDir()
+		dir := memDir(t)
 		s := openBadger(t, dir, testOptions())
 		mu.Lock()
 		dirs[s] = dir
@@ -165,7 +178,7 @@ func TestFailedCommit(t *testing.T) {
 // between ops, an Atomic op stays whole, and an op too big for any
 // transaction fails alone.
 func TestBadgerSplitBatch(t *testing.T) {
-	dir := t.TempDir()
+	dir := memDir(t)
 	o := persist.Options{MemTableSize: 1 << 20, GCInterval: -1}
 	s := openBadger(t, dir, o)
 	q := &persist.QueueRecord{VHost: "/", Name: "q", Durable: true}
@@ -248,7 +261,7 @@ func TestBadgerSplitBatch(t *testing.T) {
 func TestBadgerGC(t *testing.T) {
 	o := testOptions()
 	o.GCInterval = 5e6 // 5ms
-	s := openBadger(t, t.TempDir(), o)
+	s := openBadger(t, memDir(t), o)
 	q := &persist.QueueRecord{VHost: "/", Name: "q", Durable: true}
 	if err := s.SaveQueue(q); err != nil {
 		t.Fatal(err)
