@@ -7,7 +7,9 @@ import "container/heap"
 // disk-paging backlog implements the same contract. A Backlog is guarded by
 // its queue's lock and is never used concurrently.
 type Backlog interface {
-	// Push appends an entry whose Seq is larger than any pushed before.
+	// Push adds a ready entry. Entries normally come in ascending Seq; one
+	// that comes late (its Seq was reserved before a later one was pushed)
+	// is placed in Seq order.
 	Push(e Entry)
 	// Requeue returns an entry that was taken earlier to its place by Seq.
 	Requeue(e Entry)
@@ -42,7 +44,18 @@ func (b *memBacklog) Push(e Entry) {
 	if b.n == len(b.ring) {
 		b.grow()
 	}
-	b.ring[(b.head+b.n)%len(b.ring)] = e
+	size := len(b.ring)
+	i := b.n
+	// Walk back past entries with a larger Seq; normally none.
+	for i > 0 {
+		prev := b.ring[(b.head+i-1)%size]
+		if prev.Seq <= e.Seq {
+			break
+		}
+		b.ring[(b.head+i)%size] = prev
+		i--
+	}
+	b.ring[(b.head+i)%size] = e
 	b.n++
 	b.bytes += e.Msg.Size()
 }

@@ -18,6 +18,9 @@ type Message struct {
 	Body  []byte
 	// Persistent is true for delivery-mode 2.
 	Persistent bool
+	// StoreID is the message's id in the durable store, 0 when it is not
+	// stored (transient, or routed to no durable queue).
+	StoreID uint64
 	// Priority is the priority property (0 when absent).
 	Priority uint8
 	// TTL is the message's own expiration property, when HasTTL.

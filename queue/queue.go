@@ -49,6 +49,8 @@ type Decl struct {
 	Args       map[string]any
 	// Owner identifies the connection that owns an exclusive queue.
 	Owner uint64
+	// ID is the durable store's id for the queue, 0 when not stored.
+	ID uint64
 }
 
 // Reason is why a message was dead-lettered, as x-death spells it.
@@ -76,6 +78,10 @@ type Hooks struct {
 	DeadLetter func(q *Queue, dead []Dead)
 	// Expired is called when the queue has been unused for its x-expires.
 	Expired func(q *Queue)
+	// Removed receives entries that left the backlog without being
+	// delivered: expired, dropped for length, purged. The owner settles
+	// them in the durable store.
+	Removed func(q *Queue, entries []Entry)
 }
 
 // Options configure a new queue.
@@ -110,7 +116,8 @@ type Queue struct {
 	seq         uint64
 	unacked     int
 	deleted     bool
-	dead        []Dead // dead letters waiting to be reported after unlock
+	dead        []Dead  // dead letters waiting to be reported after unlock
+	removed     []Entry // removed entries waiting to be reported after unlock
 	ttlTimer    *time.Timer
 	ttlAt       int64 // when ttlTimer fires, unix nanos; 0 = not armed
 	expTimer    *time.Timer
@@ -158,15 +165,31 @@ const (
 
 // Enqueue appends m and offers it to the consumers.
 func (q *Queue) Enqueue(m *Message) EnqueueResult {
+	return q.EnqueueAt(m, 0)
+}
+
+// ReserveSeq takes the next sequence number, for a message that must be
+// written to the durable store under it before EnqueueAt makes it visible.
+func (q *Queue) ReserveSeq() uint64 {
 	q.mu.Lock()
-	r := q.enqueueLocked(m)
-	dead := q.takeDead()
+	defer q.mu.Unlock()
+	q.seq++
+	return q.seq
+}
+
+// EnqueueAt appends m under a sequence number from ReserveSeq (0: take the
+// next one). A message whose reserved place was overtaken by a later one
+// takes its place by Seq among the messages not yet delivered.
+func (q *Queue) EnqueueAt(m *Message, seq uint64) EnqueueResult {
+	q.mu.Lock()
+	r := q.enqueueLocked(m, seq)
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 	return r
 }
 
-func (q *Queue) enqueueLocked(m *Message) EnqueueResult {
+func (q *Queue) enqueueLocked(m *Message, seq uint64) EnqueueResult {
 	if q.deleted {
 		return Gone
 	}
@@ -178,8 +201,11 @@ func (q *Queue) enqueueLocked(m *Message) EnqueueResult {
 		}
 		return Dropped
 	}
-	q.seq++
-	e := Entry{Seq: q.seq, Msg: m, Expires: q.expiry(m, now)}
+	if seq == 0 {
+		q.seq++
+		seq = q.seq
+	}
+	e := Entry{Seq: seq, Msg: m, Expires: q.expiry(m, now)}
 	if q.backlog.Len() == 0 && q.offer(e) {
 		return Enqueued
 	}
@@ -187,11 +213,31 @@ func (q *Queue) enqueueLocked(m *Message) EnqueueResult {
 	if q.limits.Overflow == DropHead {
 		for q.over() {
 			old, _ := q.backlog.Pop()
-			q.deadLetter(old.Msg, MaxLen)
+			q.drop(old, MaxLen)
 		}
 	}
 	q.armTTL()
 	return Enqueued
+}
+
+// Restore appends a recovered entry (ascending Seq) at start-up.
+func (q *Queue) Restore(e Entry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e.Expires = q.expiry(e.Msg, q.now())
+	q.backlog.Push(e)
+	q.seq = max(q.seq, e.Seq)
+	q.armTTL()
+}
+
+// drop removes e from the queue for reason r: it is dead-lettered when the
+// queue has a dead-letter exchange, and reported as removed. q.mu must be
+// held.
+func (q *Queue) drop(e Entry, r Reason) {
+	q.deadLetter(e.Msg, r)
+	if q.hooks.Removed != nil {
+		q.removed = append(q.removed, e)
+	}
 }
 
 // full reports whether one more message of size bytes would pass a limit.
@@ -231,7 +277,7 @@ func (q *Queue) dropExpired(now time.Time) {
 			return
 		}
 		q.backlog.Pop()
-		q.deadLetter(e.Msg, Expired)
+		q.drop(e, Expired)
 	}
 }
 
@@ -262,9 +308,9 @@ func (q *Queue) ttlTick() {
 		q.dispatch()
 		q.armTTL()
 	}
-	dead := q.takeDead()
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 }
 
 // deadLetter records m for the DeadLetter hook if the queue has a
@@ -276,13 +322,18 @@ func (q *Queue) deadLetter(m *Message, r Reason) {
 	}
 }
 
-func (q *Queue) takeDead() []Dead {
-	d := q.dead
-	q.dead = nil
-	return d
+func (q *Queue) takeDead() ([]Dead, []Entry) {
+	d, r := q.dead, q.removed
+	q.dead, q.removed = nil, nil
+	return d, r
 }
 
-func (q *Queue) report(dead []Dead) {
+// report passes events collected under the lock to the hooks; the lock
+// must not be held.
+func (q *Queue) report(dead []Dead, removed []Entry) {
+	if len(removed) > 0 {
+		q.hooks.Removed(q, removed)
+	}
 	if len(dead) > 0 {
 		q.hooks.DeadLetter(q, dead)
 	}
@@ -321,7 +372,7 @@ func (q *Queue) dispatch() {
 		}
 		if e.Expires != 0 && e.Expires <= now {
 			q.backlog.Pop()
-			q.deadLetter(e.Msg, Expired)
+			q.drop(e, Expired)
 			continue
 		}
 		if !q.offer(e) {
@@ -336,9 +387,9 @@ func (q *Queue) dispatch() {
 func (q *Queue) Kick() {
 	q.mu.Lock()
 	q.dispatch()
-	dead := q.takeDead()
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 }
 
 // Get takes the first ready entry for basic.get. It returns the entry and
@@ -352,9 +403,9 @@ func (q *Queue) Get() (Entry, int, bool) {
 		q.unacked++
 	}
 	n := q.backlog.Len()
-	dead := q.takeDead()
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 	return e, n, ok
 }
 
@@ -374,9 +425,9 @@ func (q *Queue) Reject(entries []Entry) {
 	for _, e := range entries {
 		q.deadLetter(e.Msg, Rejected)
 	}
-	dead := q.takeDead()
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 }
 
 // Requeue returns taken entries to their original places, marked
@@ -393,9 +444,9 @@ func (q *Queue) Requeue(entries []Entry) {
 		q.dispatch()
 		q.armTTL()
 	}
-	dead := q.takeDead()
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 }
 
 // Touch records a use of the queue (a re-declaration), restarting its
@@ -474,8 +525,23 @@ func (q *Queue) RemoveConsumer(tag string, c Consumer) (autoDelete bool) {
 // Purge drops every ready message and returns how many there were.
 func (q *Queue) Purge() int {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.backlog.Purge()
+	var removed []Entry
+	n := q.backlog.Len()
+	if q.hooks.Removed != nil {
+		removed = make([]Entry, 0, n)
+		for {
+			e, ok := q.backlog.Pop()
+			if !ok {
+				break
+			}
+			removed = append(removed, e)
+		}
+	} else {
+		q.backlog.Purge()
+	}
+	q.mu.Unlock()
+	q.report(nil, removed)
+	return n
 }
 
 // Stats is a snapshot of the queue's counters.
@@ -491,9 +557,9 @@ func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	q.dropExpired(q.now())
 	s := Stats{Ready: q.backlog.Len(), ReadyBytes: q.backlog.Bytes(), Unacked: q.unacked, Consumers: len(q.consumers)}
-	dead := q.takeDead()
+	dead, removed := q.takeDead()
 	q.mu.Unlock()
-	q.report(dead)
+	q.report(dead, removed)
 	return s
 }
 

@@ -254,3 +254,24 @@ func TestHeadExpiryWithFakeClock(t *testing.T) {
 		t.Fatalf("dead = %+v", dead)
 	}
 }
+
+func TestLateReservedSeqKeepsOrder(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{})
+	q.Enqueue(msg("1"))
+	s2 := q.ReserveSeq()
+	s3 := q.ReserveSeq()
+	q.EnqueueAt(msg("3"), s3)
+	q.EnqueueAt(msg("2"), s2)
+	q.Enqueue(msg("4"))
+	var got []string
+	for {
+		e, _, ok := q.Get()
+		if !ok {
+			break
+		}
+		got = append(got, string(e.Msg.Body))
+	}
+	if len(got) != 4 || got[0] != "1" || got[1] != "2" || got[2] != "3" || got[3] != "4" {
+		t.Fatalf("order %v, want 1 2 3 4", got)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/txn"
 )
@@ -151,35 +153,54 @@ func (ch *channel) publish(p *publishing) error {
 		return err
 	}
 	if exp, ok := amqp.PropExpiration(p.props); ok {
-		ttl, err := strconv.ParseUint(exp, 10, 32)
-		if err != nil {
+		if p.ttl, p.hasTTL = parseExpiration(exp); !p.hasTTL {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
 		}
-		p.ttl, p.hasTTL = time.Duration(ttl)*time.Millisecond, true
 	}
 	if ch.tx != nil {
 		ch.tx.Publish(p)
 		return nil
 	}
-	dropped := ch.route(p)
-	if ch.confirm {
-		ch.confirmSeq++
-		if dropped {
-			ch.c.out.sendMethod(ch.id, &amqp.BasicNack{DeliveryTag: ch.confirmSeq})
-		} else {
-			ch.c.out.sendMethod(ch.id, &amqp.BasicAck{DeliveryTag: ch.confirmSeq})
-		}
+	if ch.confirms == nil {
+		ch.route(p, nil)
+		return nil
 	}
+	pc := &pendingConfirm{seq: ch.confirms.Next(), confirms: ch.confirms}
+	pc.n.Store(2) // the store's write (or its absence) and the enqueue
+	if dropped := ch.route(p, pc.storeDone); dropped {
+		pc.failed.Store(true)
+	}
+	pc.resolve()
 	return nil
 }
 
-// route delivers a complete publish to its queues, returning it to the
-// publisher when it is mandatory and unroutable. It reports whether a queue
-// refused the message for its length limit.
-func (ch *channel) route(p *publishing) (dropped bool) {
+// pendingConfirm resolves one publish's confirm once both the store write
+// and the enqueue are done: a basic.nack if either failed (a disk error, or
+// a queue refusing the message for its length), else a basic.ack.
+type pendingConfirm struct {
+	seq      uint64
+	confirms *ack.Confirms
+	n        atomic.Int32
+	failed   atomic.Bool
+}
+
+func (pc *pendingConfirm) storeDone(err error) {
+	if err != nil {
+		pc.failed.Store(true)
+	}
+	pc.resolve()
+}
+
+func (pc *pendingConfirm) resolve() {
+	if pc.n.Add(-1) == 0 {
+		pc.confirms.Resolve(pc.seq, !pc.failed.Load())
+	}
+}
+
+// newMessage builds the queue message of a complete publish.
+func newMessage(p *publishing) *queue.Message {
 	m := p.method
-	v := ch.c.vhost
-	msg := &queue.Message{
+	return &queue.Message{
 		Exchange:   m.Exchange,
 		RoutingKey: m.RoutingKey,
 		Props:      p.props,
@@ -189,21 +210,21 @@ func (ch *channel) route(p *publishing) (dropped bool) {
 		TTL:        p.ttl,
 		HasTTL:     p.hasTTL,
 	}
-	s, _, ok := v.route(m.Exchange, m.RoutingKey, func() map[string]any {
-		h, _ := amqp.PropHeaders(p.props)
-		return map[string]any(h)
-	})
+}
+
+// route delivers a complete publish to its queues, returning it to the
+// publisher when it is mandatory and unroutable. done is called once the
+// message is durable in every durable queue it went to (at once when there
+// is none). It reports whether a queue refused the message for its length
+// limit.
+func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
+	m := p.method
+	v := ch.c.vhost
+	msg := newMessage(p)
+	s := v.routeMessage(m.Exchange, m.RoutingKey, p.props)
 	defer v.releaseScratch(s)
-	routed := false
-	for _, q := range s.queues {
-		switch q.Enqueue(msg) {
-		case queue.Enqueued:
-			routed = true
-		case queue.Dropped:
-			routed, dropped = true, true
-		}
-	}
-	if ok && !routed && m.Mandatory {
+	routed, dropped := v.deliver(msg, s.queues, done)
+	if s.found && !routed && m.Mandatory {
 		ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
 			ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 		}, p.props, p.body, ch.c.frameMax)
@@ -237,6 +258,9 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	ch.mu.Unlock()
 	if m.NoAck {
 		q.Settle(1)
+		ch.c.vhost.settleStored([]ack.Delivery{{Tag: tag, Queue: q, Entry: e}})
+	} else {
+		ch.c.vhost.markDelivered(q, e)
 	}
 	return err
 }
@@ -261,7 +285,7 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	if ch.tx != nil {
 		ch.tx.Settle(s)
 	} else {
-		applySettle(s)
+		ch.applySettle(s, true)
 	}
 	if limited {
 		ch.kick()
@@ -269,11 +293,16 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	return nil
 }
 
-// applySettle acknowledges, requeues or drops settled deliveries.
-func applySettle(s txn.Settle) {
+// applySettle acknowledges, requeues or drops settled deliveries. With
+// toStore, acknowledged and dropped stored entries are removed from the
+// store too (a transaction does that in its own store write).
+func (ch *channel) applySettle(s txn.Settle, toStore bool) {
 	if !s.Ack && s.Requeue {
 		requeueGrouped(s.Deliveries)
 		return
+	}
+	if toStore {
+		ch.c.vhost.settleStored(s.Deliveries)
 	}
 	ds := s.Deliveries
 	for len(ds) > 0 {
@@ -315,7 +344,7 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 }
 
 func (ch *channel) txSelect() error {
-	if ch.confirm {
+	if ch.confirms != nil {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "cannot switch from confirm to tx mode")
 	}
 	if ch.tx == nil {
@@ -324,16 +353,64 @@ func (ch *channel) txSelect() error {
 	return ch.c.out.sendMethod(ch.id, &amqp.TxSelectOk{})
 }
 
+// txCommit applies the transaction's publishes and acknowledgements as one
+// store transaction, and answers commit-ok once it is durable: after a
+// crash, all of it or none of it is there.
 func (ch *channel) txCommit() error {
 	if ch.tx == nil {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "channel is not transactional")
 	}
+	v := ch.c.vhost
 	pubs, settles := ch.tx.Take()
+	type routedPub struct {
+		p       *publishing
+		msg     *queue.Message
+		queues  []*queue.Queue
+		entries []persist.QueueSeq
+		found   bool
+	}
+	routedPubs := make([]routedPub, 0, len(pubs))
+	var ops []persist.PublishOp
 	for _, p := range pubs {
-		ch.route(p)
+		msg := newMessage(p)
+		s := v.routeMessage(p.method.Exchange, p.method.RoutingKey, p.props)
+		qs := append([]*queue.Queue(nil), s.queues...)
+		found := s.found
+		v.releaseScratch(s)
+		entries := v.reserve(msg, qs)
+		if len(entries) > 0 {
+			ops = append(ops, persist.PublishOp{MsgID: msg.StoreID, Msg: messageRecord(msg), Entries: entries})
+		}
+		routedPubs = append(routedPubs, routedPub{p, msg, qs, entries, found})
+	}
+	var stored []persist.QueueSeq
+	for _, s := range settles {
+		if s.Ack || !s.Requeue {
+			stored = append(stored, storedEntries(s.Deliveries)...)
+		}
+	}
+	var durable chan error
+	if len(ops) > 0 || len(stored) > 0 {
+		durable = make(chan error, 1)
+		v.store.Atomic(ops, stored, func(err error) { durable <- err })
+	}
+	for _, r := range routedPubs {
+		routed, _ := v.enqueue(r.msg, r.queues, r.entries)
+		if r.found && !routed && r.p.method.Mandatory {
+			ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
+				ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: r.p.method.Exchange, RoutingKey: r.p.method.RoutingKey,
+			}, r.p.props, r.p.body, ch.c.frameMax)
+		}
 	}
 	for _, s := range settles {
-		applySettle(s)
+		ch.applySettle(s, false)
+	}
+	if durable != nil {
+		// The connection's reader waits for this one fsync; other
+		// connections are not held up.
+		if err := <-durable; err != nil {
+			return amqp.Errorf(amqp.InternalError, 0, 0, "transaction could not be made durable: %v", err)
+		}
 	}
 	return ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
 }
@@ -359,7 +436,16 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {
 	if ch.tx != nil {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "cannot switch from tx to confirm mode")
 	}
-	ch.confirm = true
+	if ch.confirms == nil {
+		out, id := ch.c.out, ch.id
+		ch.confirms = ack.NewConfirms(func(tag uint64, multiple, nack bool) {
+			if nack {
+				out.sendMethod(id, &amqp.BasicNack{DeliveryTag: tag, Multiple: multiple})
+			} else {
+				out.sendMethod(id, &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
+			}
+		})
+	}
 	return ch.reply(m.NoWait, &amqp.ConfirmSelectOk{})
 }
 
@@ -375,6 +461,16 @@ func (ch *channel) checkUserID(props []byte) error {
 	}
 	return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
 		"user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
+}
+
+// parseExpiration reads the expiration property: a whole number of
+// milliseconds.
+func parseExpiration(exp string) (time.Duration, bool) {
+	ttl, err := strconv.ParseUint(exp, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ttl) * time.Millisecond, true
 }
 
 func priority(props []byte) uint8 {

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/persist"
 )
 
 // BenchmarkPublishRouteDeliver measures the broker's hot path without
@@ -17,7 +18,11 @@ import (
 func BenchmarkPublishRouteDeliver(b *testing.B) {
 	for _, size := range []int{16, 1024} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			srv, _ := New(Config{Log: ptr(zerolog.Nop())})
+			srv, err := New(Config{Log: ptr(zerolog.Nop()), Store: persist.NewMemory()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
 			v := srv.vhost("/")
 			pub, _ := net.Pipe()
 			c := newConn(srv, pub)
@@ -41,7 +46,7 @@ func BenchmarkPublishRouteDeliver(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				ch.route(&publishing{method: method, props: props, body: body, bodySize: uint64(size), gotHdr: true})
+				ch.route(&publishing{method: method, props: props, body: body, bodySize: uint64(size), gotHdr: true}, nil)
 				if i%256 == 0 {
 					c.out.mu.Lock()
 					c.out.buf, c.out.full = c.out.buf[:0], false

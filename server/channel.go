@@ -27,11 +27,10 @@ type channel struct {
 	pub     *publishing // content being assembled, nil when expecting a method
 	// lastQueue is the most recently declared queue, for the empty queue
 	// name shortcut.
-	lastQueue  string
-	confirm    bool
-	confirmSeq uint64
-	tx         *txn.Tx[*publishing]
-	scratch    []ack.Delivery
+	lastQueue string
+	confirms  *ack.Confirms // nil until confirm.select
+	tx        *txn.Tx[*publishing]
+	scratch   []ack.Delivery
 
 	mu             sync.Mutex
 	closed         bool
@@ -109,8 +108,10 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		return queue.Refused
 	}
 	if k.noAck {
+		ch.c.vhost.settleStored([]ack.Delivery{{Tag: tag, Queue: q, Entry: e}})
 		return queue.Settled
 	}
+	ch.c.vhost.markDelivered(q, e)
 	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Consumer: k})
 	k.unacked++
 	ch.acking++

@@ -3,6 +3,8 @@ package server
 import (
 	"time"
 
+	"github.com/warrenmq/warren/persist"
+
 	"github.com/rs/zerolog"
 )
 
@@ -29,6 +31,9 @@ type Config struct {
 	MaxMessageSize uint64
 	// Log receives the broker's structured logs (default: disabled).
 	Log *zerolog.Logger
+	// Store is the durable store (default: Badger in DataDir). The server
+	// closes it when Serve returns.
+	Store persist.Store
 }
 
 func (c *Config) setDefaults() {

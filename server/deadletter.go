@@ -18,19 +18,16 @@ func (v *vhost) deadLetter(q *queue.Queue, dead []queue.Dead) {
 		if l.HasDLRK {
 			m.RoutingKey = l.DeadLetterRoutingKey
 		}
-		s, _, ok := v.route(m.Exchange, m.RoutingKey, func() map[string]any {
-			h, _ := amqp.PropHeaders(m.Props)
-			return map[string]any(h)
-		})
-		if ok {
-			for _, target := range s.queues {
-				if d.Reason != queue.Rejected && isCycle(deaths, target.Name) {
-					continue
-				}
-				target.Enqueue(m)
+		s := v.routeMessage(m.Exchange, m.RoutingKey, m.Props)
+		targets := s.queues[:0:0]
+		for _, target := range s.queues {
+			if d.Reason == queue.Rejected || !isCycle(deaths, target.Name) {
+				targets = append(targets, target)
 			}
 		}
 		v.releaseScratch(s)
+		m.StoreID = 0
+		v.deliver(m, targets, nil)
 	}
 }
 

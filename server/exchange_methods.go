@@ -58,7 +58,11 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 		if err := exchange.ValidateArgs(d.Args); errors.As(err, &ate) {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%s", ate.ReplyText(m.Exchange, v.name))
 		}
-		v.addExchange(d)
+		e := v.addExchange(d)
+		if err := v.storeExchange(e); err != nil {
+			delete(v.exchanges, e.Name)
+			return amqp.Errorf(amqp.InternalError, 0, 0, "cannot store exchange: %v", err)
+		}
 	}
 	return ch.reply(m.NoWait, &amqp.ExchangeDeclareOk{})
 }
@@ -134,13 +138,24 @@ func (v *vhost) changeBinding(src string, b binding.Binding, bind bool) error {
 			return notFoundQueue(b.Dest.Name, v.name)
 		}
 	}
+	durable := v.bindingDurable(src, b.Dest)
 	if bind {
-		if _, err := e.Bind(b); err != nil {
+		added, err := e.Bind(b)
+		if err != nil {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%v", err)
+		}
+		if added && durable {
+			if err := v.store.SaveBinding(bindingRecord(v.name, src, b)); err != nil {
+				e.Unbind(b)
+				return amqp.Errorf(amqp.InternalError, 0, 0, "cannot store binding: %v", err)
+			}
 		}
 		return nil
 	}
 	if e.Unbind(b) {
+		if durable {
+			v.logStoreErr(v.store.DeleteBinding(bindingRecord(v.name, src, b)))
+		}
 		v.maybeAutoDeleteExchange(e)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
 
@@ -110,6 +111,14 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		}
 		q.Touch()
 	} else {
+		if storable(d) {
+			rec := persist.QueueRecord{VHost: v.name, Name: name, Durable: true, AutoDelete: d.AutoDelete, Args: encodeArgs(d.Args)}
+			if err := v.store.SaveQueue(&rec); err != nil {
+				v.mu.Unlock()
+				return amqp.Errorf(amqp.InternalError, 0, 0, "cannot store queue: %v", err)
+			}
+			d.ID = rec.ID
+		}
 		q = queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks})
 		v.queues[name] = q
 	}

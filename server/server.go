@@ -6,12 +6,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/persist"
 )
 
 // Server is one broker node.
@@ -24,6 +26,9 @@ type Server struct {
 
 	ln     net.Listener
 	nextID atomic.Uint64
+
+	store persist.Store
+	msgID atomic.Uint64 // last message id handed to the store
 
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
@@ -40,8 +45,32 @@ func New(cfg Config) (*Server, error) {
 		vhosts: map[string]*vhost{},
 		conns:  map[*conn]struct{}{},
 	}
-	s.vhosts["/"] = newVhost("/")
+	if cfg.Store == nil {
+		st, err := persist.Open(cfg.DataDir, persist.Options{
+			Logger: func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
+		}
+		cfg.Store = st
+		s.cfg.Store = st
+	}
+	s.store = cfg.Store
+	s.vhosts["/"] = newVhost(s, "/")
+	if err := s.recoverDefinitions(); err != nil {
+		s.store.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// Close releases what New opened, for a server whose Serve was never
+// called; Serve does it itself when it returns.
+func (s *Server) Close() error {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	return s.store.Close()
 }
 
 // Listen opens the AMQP listener. Serve accepts on it.
@@ -124,6 +153,11 @@ func (s *Server) shutdown() {
 		c.forceClose("broker shutdown")
 	}
 	s.wg.Wait()
+	if err := s.store.Close(); err != nil {
+		s.log.Error().Err(err).Msg("closing the store")
+	}
+	st := s.store.Stats()
+	s.log.Info().Uint64("commits", st.Commits).Float64("messages_per_commit", st.MessagesPerCommit()).Msg("store closed")
 }
 
 func (s *Server) vhost(name string) *vhost {

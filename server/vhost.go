@@ -5,15 +5,21 @@ import (
 	"encoding/base64"
 	"sync"
 
+	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
 
 // vhost is one virtual host: its exchanges, queues and bindings. mu guards
 // the maps and every exchange's bindings; routing takes it for reading.
 type vhost struct {
-	name string
+	name  string
+	srv   *Server
+	store persist.Store
+	log   *zerolog.Logger
 
 	mu        sync.RWMutex
 	exchanges map[string]*exchange.Exchange
@@ -26,9 +32,12 @@ type vhost struct {
 	hooks            queue.Hooks
 }
 
-func newVhost(name string) *vhost {
+func newVhost(s *Server, name string) *vhost {
 	v := &vhost{
 		name:      name,
+		srv:       s,
+		store:     s.store,
+		log:       &s.log,
 		exchanges: map[string]*exchange.Exchange{},
 		queues:    map[string]*queue.Queue{},
 	}
@@ -37,6 +46,7 @@ func newVhost(name string) *vhost {
 	v.hooks = queue.Hooks{
 		DeadLetter: v.deadLetter,
 		Expired:    func(q *queue.Queue) { v.deleteQueue(q, true, false) },
+		Removed:    v.removedFromQueue,
 	}
 	for _, d := range []exchange.Decl{
 		{Name: "", Kind: exchange.Direct, Durable: true},
@@ -64,6 +74,10 @@ func (v *vhost) addExchange(d exchange.Decl) *exchange.Exchange {
 // removeExchange deletes e and every binding to or from it. v.mu must be
 // held for writing.
 func (v *vhost) removeExchange(e *exchange.Exchange) {
+	if e.Durable {
+		v.forgetBindingsFrom(e)
+		v.logStoreErr(v.store.DeleteExchange(v.name, e.Name))
+	}
 	delete(v.exchanges, e.Name)
 	if e.Kind == exchange.Headers {
 		v.headersExchanges--
@@ -74,6 +88,7 @@ func (v *vhost) removeExchange(e *exchange.Exchange) {
 // unbindDest removes every binding to d, then auto-deletes exchanges that
 // lost their last binding as RabbitMQ does. v.mu must be held for writing.
 func (v *vhost) unbindDest(d binding.Destination) {
+	v.forgetBindingsTo(d)
 	for _, src := range v.exchanges {
 		if src.UnbindDest(d) > 0 {
 			v.maybeAutoDeleteExchange(src)
@@ -93,6 +108,19 @@ type routeScratch struct {
 	ex     exchange.Scratch
 	names  []string
 	queues []*queue.Queue
+	found  bool // the exchange exists
+}
+
+// routeMessage resolves a message to its queues, decoding the headers
+// property only if a headers exchange could look at it. Hand the result
+// back with releaseScratch.
+func (v *vhost) routeMessage(exName, key string, props []byte) *routeScratch {
+	s, _, found := v.route(exName, key, func() map[string]any {
+		h, _ := amqp.PropHeaders(props)
+		return map[string]any(h)
+	})
+	s.found = found
+	return s
 }
 
 // route resolves a publish to its queues. It returns the scratch holding
@@ -141,8 +169,11 @@ func (v *vhost) deleteQueue(q *queue.Queue, ifUnused, ifEmpty bool) (int, error)
 		return 0, err
 	}
 	if v.queues[q.Name] == q {
-		delete(v.queues, q.Name)
 		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: q.Name})
+		delete(v.queues, q.Name)
+		if q.ID != 0 {
+			v.logStoreErr(v.store.DeleteQueue(v.name, q.Name, q.ID))
+		}
 	}
 	for _, c := range consumers {
 		if k, ok := c.Consumer.(*consumer); ok {
@@ -171,6 +202,8 @@ func (v *vhost) deleteExclusive(owner uint64) {
 		v.deleteQueue(q, false, false)
 	}
 }
+
+func (v *vhost) nextMsgID() uint64 { return v.srv.msgID.Add(1) }
 
 // genName returns a server-generated name such as amq.gen-<random>.
 func genName(prefix string) string {
