@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"io"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
+)
+
+func TestBodyRoundTrip(t *testing.T) {
+	b := make([]byte, 1024)
+	encodeBody(b, 1700000000123456789, 42, 4000000000)
+	ts, p, seq, err := decodeBody(b)
+	if err != nil || ts != 1700000000123456789 || p != 42 || seq != 4000000000 {
+		t.Fatalf("got %d %d %d %v", ts, p, seq, err)
+	}
+	min := make([]byte, minBodySize)
+	encodeBody(min, -5, 0, 1)
+	if ts, _, seq, err := decodeBody(min); err != nil || ts != -5 || seq != 1 {
+		t.Fatalf("16-byte body: %d %d %v", ts, seq, err)
+	}
+	if _, _, _, err := decodeBody(b[:15]); err == nil {
+		t.Fatal("short body accepted")
+	}
+}
+
+func TestHistogramPercentiles(t *testing.T) {
+	var h histogram
+	if h.percentile(50) != 0 {
+		t.Fatal("empty histogram")
+	}
+	// Small values are exact.
+	for v := int64(1); v <= 100; v++ {
+		h.record(v)
+	}
+	for _, c := range []struct {
+		p    float64
+		want int64
+	}{{50, 50}, {99, 99}, {100, 100}, {1, 1}} {
+		if got := h.percentile(c.p); got != c.want {
+			t.Errorf("p%v = %d, want %d", c.p, got, c.want)
+		}
+	}
+	// Large values: within 1/64 of the exact percentile of a sample.
+	rng := rand.New(rand.NewSource(1))
+	var vals []int64
+	h.reset()
+	for i := 0; i < 100000; i++ {
+		v := int64(rng.ExpFloat64() * 5e6) // ns, mean 5 ms
+		vals = append(vals, v)
+		h.record(v)
+	}
+	slices.Sort(vals)
+	for _, p := range []float64{50, 95, 99, 99.9} {
+		exact := vals[int(p/100*float64(len(vals)))-1]
+		got := h.percentile(p)
+		if d := float64(got-exact) / float64(exact); d < -1.0/64 || d > 1.0/64 {
+			t.Errorf("p%v = %d, exact %d (%.2f%%)", p, got, exact, d*100)
+		}
+	}
+	if h.percentile(100) != vals[len(vals)-1] || h.max != vals[len(vals)-1] {
+		t.Errorf("max %d want %d", h.max, vals[len(vals)-1])
+	}
+	// Merge keeps counts and extremes.
+	var a, b histogram
+	a.record(10)
+	b.record(1 << 40)
+	a.merge(&b)
+	if a.total != 2 || a.min != 10 || a.max != 1<<40 || a.percentile(100) != 1<<40 {
+		t.Errorf("merge: %+v", a.total)
+	}
+	// Every bucket's upper bound maps back to the bucket.
+	for i := 0; i < histIndex(1<<50); i++ {
+		if histIndex(histValue(i)) != i || histIndex(histValue(i)+1) != i+1 {
+			t.Fatalf("bucket %d bounds", i)
+		}
+	}
+}
+
+func TestSeqTracker(t *testing.T) {
+	var tr seqTracker
+	for _, s := range []uint32{0, 1, 3, 2, 3, 100000} {
+		tr.add(s)
+	}
+	if tr.duplicates != 1 || tr.outOfOrder != 1 || !tr.seen.has(100000) || tr.seen.has(4) {
+		t.Fatalf("%+v", tr)
+	}
+	var o bitset
+	o.set(1)
+	o.set(5)
+	if both := tr.seen.orCount(&o); both != 1 || !tr.seen.has(5) {
+		t.Fatalf("orCount %d", both)
+	}
+}
+
+func runAgainst(t *testing.T, url string, args ...string) *Summary {
+	t.Helper()
+	cfg, err := parseFlags(append([]string{"--url", url, "--quiet", "--queue-prefix", "perf-test-" + t.Name()}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sum, err := Run(ctx, cfg, io.Discard)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if sum.Lost == nil || *sum.Lost != 0 || sum.Duplicates != 0 || sum.Received != *sum.Expected || sum.Received == 0 {
+		t.Fatalf("sent %d received %d expected %v lost %v dup %d", sum.Sent, sum.Received, sum.Expected, sum.Lost, sum.Duplicates)
+	}
+	return sum
+}
+
+func TestEndToEnd(t *testing.T) {
+	url := servertest.Start(t, server.Config{})
+	t.Run("confirms-manual-ack", func(t *testing.T) {
+		s := runAgainst(t, url, "--producers", "2", "--consumers", "2", "--queues", "2", "--size", "100",
+			"--confirm", "50", "--prefetch", "50", "--multi-ack-every", "10", "--duration", "500ms", "--count", "20000")
+		if s.Confirmed != s.Sent || s.OutOfOrder != 0 {
+			t.Fatalf("confirmed %d sent %d ooo %d", s.Confirmed, s.Sent, s.OutOfOrder)
+		}
+	})
+	t.Run("fanout", func(t *testing.T) {
+		s := runAgainst(t, url, "--exchange-type", "fanout", "--fanout-queues", "3", "--consumers", "2",
+			"--auto-ack", "--size", "16", "--count", "500", "--duration", "2s")
+		if s.Received != 3*s.Sent {
+			t.Fatalf("fanout received %d of %d", s.Received, 3*s.Sent)
+		}
+	})
+	t.Run("topic", func(t *testing.T) {
+		runAgainst(t, url, "--exchange-type", "topic", "--topic-bindings", "30", "--queues", "4", "--consumers", "2",
+			"--producers", "2", "--auto-ack", "--count", "300", "--rate", "2000", "--duration", "2s")
+	})
+	t.Run("headers", func(t *testing.T) {
+		runAgainst(t, url, "--exchange-type", "headers", "--queues", "3", "--consumers", "3",
+			"--auto-ack", "--count", "300", "--duration", "2s")
+	})
+	t.Run("fill-then-drain", func(t *testing.T) {
+		s := runAgainst(t, url, "--consumer-delay", "300ms", "--duration", "300ms", "--count", "5000", "--auto-ack", "--size", "64")
+		if s.ReceiveRate <= 0 {
+			t.Fatal("no drain rate")
+		}
+	})
+	t.Run("connections-only", func(t *testing.T) {
+		cfg, _ := parseFlags([]string{"--url", url, "--quiet", "--connections-only", "20", "--duration", "200ms"})
+		s, err := Run(context.Background(), cfg, io.Discard)
+		if err != nil || s.ConnectionsOpened != 20 {
+			t.Fatalf("%v %+v", err, s)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// produce publishes until pubCtx ends or --count is reached, then waits
+// (bounded by --drain-timeout) for outstanding confirms.
+func (r *runner) produce(ctx, pubCtx context.Context, ps *producerState, end *time.Time) {
+	cfg := r.cfg
+	conn, nc, err := dialNet(cfg.URL)
+	if err != nil {
+		r.fail("producer %d: dial: %v", ps.id, err)
+		*end = time.Now()
+		return
+	}
+	defer closeWithin(conn, nc, 2*time.Second)
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	ch, err := conn.Channel()
+	if err != nil {
+		r.fail("producer %d: channel: %v", ps.id, err)
+		*end = time.Now()
+		return
+	}
+	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	var sem chan struct{}
+	listenerDone := make(chan struct{})
+	if cfg.Confirm > 0 {
+		if err := ch.Confirm(false); err != nil {
+			r.fail("producer %d: confirm.select: %v", ps.id, err)
+			*end = time.Now()
+			return
+		}
+		sem = make(chan struct{}, cfg.Confirm)
+		confs := ch.NotifyPublish(make(chan amqp.Confirmation, cfg.Confirm+16))
+		go func() {
+			defer close(listenerDone)
+			for c := range confs {
+				if c.DeliveryTag == 0 {
+					continue
+				}
+				if c.Ack {
+					ps.confirmed.set(uint32(c.DeliveryTag - 1))
+					r.confirmed.Add(1)
+				} else {
+					r.nacked.Add(1)
+				}
+				select {
+				case <-sem:
+				default:
+				}
+			}
+		}()
+	} else {
+		close(listenerDone)
+	}
+	mode := amqp.Transient
+	if cfg.Persistent {
+		mode = amqp.Persistent
+	}
+	body := make([]byte, cfg.Size)
+	for i := minBodySize; i < len(body); i++ {
+		body[i] = byte('a' + i%26)
+	}
+	start := time.Now()
+	var interval time.Duration
+	if cfg.Rate > 0 {
+		interval = time.Duration(float64(time.Second) / cfg.Rate)
+	}
+	done := pubCtx.Done()
+	var seq int64
+publish:
+	for ; cfg.Count == 0 || seq < cfg.Count; seq++ {
+		select {
+		case <-done:
+			break publish
+		default:
+		}
+		if interval > 0 {
+			due := start.Add(time.Duration(seq) * interval)
+			if d := time.Until(due); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-done:
+					t.Stop()
+					break publish
+				}
+			}
+		}
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-done:
+				break publish
+			case e := <-closed:
+				r.fail("producer %d: connection closed: %v", ps.id, e)
+				break publish
+			}
+		}
+		rt := ps.routes[seq%int64(len(ps.routes))]
+		encodeBody(body, time.Now().UnixNano(), ps.id, uint32(seq))
+		err := ch.Publish(cfg.Exchange, rt.key, false, false, amqp.Publishing{
+			Headers:      rt.headers,
+			DeliveryMode: mode,
+			Body:         body,
+		})
+		if err != nil {
+			r.fail("producer %d: publish: %v", ps.id, err)
+			break
+		}
+		ps.sent.Add(1)
+		r.sent.Add(1)
+	}
+	*end = time.Now()
+	if sem != nil {
+		deadline := time.Now().Add(cfg.DrainTimeout)
+		for len(sem) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			select {
+			case e := <-chClosed:
+				if e != nil {
+					r.fail("producer %d: channel closed: %v", ps.id, e)
+				}
+				deadline = time.Now()
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		if n := len(sem); n > 0 {
+			r.fail("producer %d: %d confirms outstanding after drain timeout", ps.id, n)
+		}
+	}
+	closeWithin(conn, nc, 5*time.Second)
+	<-listenerDone
+}
+
+type delivery struct {
+	d amqp.Delivery
+	q int
+}
+
+// consume subscribes to queues qs on one channel and records what arrives
+// until stop is closed.
+func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struct{}, stop <-chan struct{}) {
+	cfg := r.cfg
+	conn, nc, err := dialNet(cfg.URL)
+	if err != nil {
+		r.fail("consumer %d: dial: %v", id, err)
+		ready <- struct{}{}
+		return
+	}
+	defer closeWithin(conn, nc, 2*time.Second)
+	ch, err := conn.Channel()
+	if err != nil {
+		r.fail("consumer %d: channel: %v", id, err)
+		ready <- struct{}{}
+		return
+	}
+	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	cancels := ch.NotifyCancel(make(chan string, len(qs)+1))
+	if !cfg.AutoAck && cfg.Prefetch > 0 {
+		if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
+			r.fail("consumer %d: qos: %v", id, err)
+			ready <- struct{}{}
+			return
+		}
+	}
+	var single <-chan amqp.Delivery
+	merged := make(chan delivery, 256)
+	var fwd sync.WaitGroup
+	for i, q := range qs {
+		msgs, err := ch.Consume(r.queues[q], fmt.Sprintf("warren-perf-%d-%d", id, i), cfg.AutoAck, false, false, false, nil)
+		if err != nil {
+			r.fail("consumer %d: consume %s: %v", id, r.queues[q], err)
+			ready <- struct{}{}
+			return
+		}
+		if len(qs) == 1 {
+			single = msgs
+			break
+		}
+		fwd.Add(1)
+		go func() {
+			defer fwd.Done()
+			for d := range msgs {
+				merged <- delivery{d, q}
+			}
+		}()
+	}
+	ready <- struct{}{}
+
+	var pending int
+	var maxAcked, highest uint64
+	handle := func(d amqp.Delivery, q int) {
+		now := time.Now().UnixNano()
+		sentNs, p, seq, err := decodeBody(d.Body)
+		if err != nil {
+			cs.bad++
+		} else {
+			lat := now - sentNs
+			cs.mu.Lock()
+			cs.interval.record(lat)
+			cs.total.record(lat)
+			cs.mu.Unlock()
+			k := trackKey(p, q)
+			t := cs.trackers[k]
+			if t == nil {
+				t = &seqTracker{}
+				cs.trackers[k] = t
+			}
+			t.add(seq)
+		}
+		if r.received.Add(1) == 1 {
+			r.firstRecv.Store(now)
+		} else {
+			r.firstRecv.CompareAndSwap(0, now)
+		}
+		r.lastRecv.Store(now)
+		if cfg.AutoAck {
+			return
+		}
+		if cfg.MultiAckEvery <= 1 {
+			if err := ch.Ack(d.DeliveryTag, false); err != nil {
+				r.fail("consumer %d: ack: %v", id, err)
+			}
+			return
+		}
+		if d.DeliveryTag > highest {
+			highest = d.DeliveryTag
+		}
+		pending++
+		if pending >= cfg.MultiAckEvery && highest > maxAcked {
+			if err := ch.Ack(highest, true); err != nil {
+				r.fail("consumer %d: ack: %v", id, err)
+			}
+			maxAcked = highest
+			pending = 0
+		}
+	}
+	for {
+		select {
+		case d, ok := <-single:
+			if !ok {
+				single = nil
+				continue
+			}
+			handle(d, qs[0])
+		case m := <-merged:
+			handle(m.d, m.q)
+		case tag := <-cancels:
+			r.cancelled.Add(1)
+			r.fail("consumer %d: cancelled by broker (%s)", id, tag)
+		case e := <-chClosed:
+			if e != nil {
+				r.fail("consumer %d: channel closed: %v", id, e)
+			}
+			chClosed = nil
+			select {
+			case <-stop:
+			case <-time.After(r.cfg.DrainTimeout + 30*time.Second):
+			}
+			return
+		case <-stop:
+			if !cfg.AutoAck && highest > maxAcked {
+				if err := ch.Ack(highest, true); err != nil {
+					r.fail("consumer %d: final ack: %v", id, err)
+				}
+			}
+			// A graceful close waits for the broker to flush what it has in
+			// flight first; cut the connection if that takes long.
+			closeWithin(conn, nc, 2*time.Second)
+			go func() { // let forwarders exit
+				for range merged {
+				}
+			}()
+			fwd.Wait()
+			close(merged)
+			return
+		}
+	}
+}
