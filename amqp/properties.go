@@ -57,7 +57,9 @@ func DecodeContentHeader(payload []byte) (ContentHeader, error) {
 }
 
 func propsError(classID uint16, err error) *Error {
-	return Errorf(FrameError, classID, 0, "malformed content properties: %v", err)
+	e := Errorf(FrameError, classID, 0, "malformed content properties: %v", err)
+	e.Cause = err
+	return e
 }
 
 // Properties are the basic class content properties. Flags records which are

@@ -172,7 +172,9 @@ func DecodeTable(b []byte) (Table, int, error) {
 		if _, ok := err.(*badTagError); ok {
 			code = codeBadFieldType
 		}
-		return nil, 0, Errorf(code, 0, 0, "malformed field table: %v", err)
+		e := Errorf(code, 0, 0, "malformed field table: %v", err)
+		e.Cause = err
+		return nil, 0, e
 	}
 	return t, n, nil
 }

@@ -160,6 +160,12 @@ func TestTableDecodeErrors(t *testing.T) {
 			wantCode(t, err, FrameError)
 		})
 	}
+	if _, _, err := DecodeTable([]byte{0, 0, 0, 3, 1, 'a', 'Z'}); !errors.Is(err, ErrBadFieldType) {
+		t.Fatalf("unknown tag: %v does not wrap ErrBadFieldType", err)
+	}
+	if _, err := DecodeProperties([]byte{0x20, 0, 0, 0, 0, 3, 1, 'a', 'Z'}); !errors.Is(err, ErrBadFieldType) {
+		t.Fatalf("unknown tag in headers: %v does not wrap ErrBadFieldType", err)
+	}
 	if _, _, err := DecodeTable(nested(MaxTableDepth)); err != nil {
 		t.Fatalf("depth %d should decode: %v", MaxTableDepth, err)
 	}
