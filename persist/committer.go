@@ -6,7 +6,10 @@ import (
 	"time"
 )
 
-const maxLinger = time.Millisecond
+const (
+	maxLinger  = time.Millisecond
+	maxKeptOps = 1 << 14 // batch buffer capacity kept between batches
+)
 
 var errStopScan = errors.New("stop scan")
 
@@ -53,10 +56,18 @@ func (s *engine) run() {
 		lastN = len(b.ops)
 		linger = min(time.Since(t0)/16, maxLinger)
 
-		clear(b.ops)
-		b.ops = b.ops[:0]
-		clear(b.qs)
-		b.qs = b.qs[:0]
+		// Reuse the buffers, unless a burst made them large.
+		if cap(b.ops) > maxKeptOps {
+			b.ops = nil
+		} else {
+			clear(b.ops)
+			b.ops = b.ops[:0]
+		}
+		if cap(b.qs) > maxKeptOps*4 {
+			b.qs = nil
+		} else {
+			b.qs = b.qs[:0]
+		}
 		s.mu.Lock()
 		s.spare = b
 		s.mu.Unlock()
