@@ -16,6 +16,10 @@ type Target struct {
 	// URL is an amqp:// URL with credentials for a user that may
 	// configure, write and read everything in its vhost.
 	URL string
+	// Restart, when set, restarts the broker gracefully and returns once
+	// it accepts connections again at URL. Cases that need it are skipped
+	// without it.
+	Restart func() error
 }
 
 // Addr returns host:port of the target's URL (default port 5672).

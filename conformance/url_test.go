@@ -1,17 +1,54 @@
 package conformance
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"testing"
+	"time"
 )
 
 // TestAgainstURL runs the suite against the broker named by
 // CONFORMANCE_URL (for example RabbitMQ in CI). It is skipped when unset;
-// the in-process Warren run lives in the server package's tests.
+// the in-process Warren run lives in the server package's tests. With
+// CONFORMANCE_RESTART_CMD (a shell command, e.g. "rabbitmqctl stop_app &&
+// rabbitmqctl start_app") the restart cases run too.
 func TestAgainstURL(t *testing.T) {
 	u := os.Getenv("CONFORMANCE_URL")
 	if u == "" {
 		t.Skip("CONFORMANCE_URL not set")
 	}
-	Run(t, Target{URL: u})
+	target := Target{URL: u}
+	if cmd := os.Getenv("CONFORMANCE_RESTART_CMD"); cmd != "" {
+		target.Restart = func() error { return RestartWith(target, cmd) }
+	}
+	Run(t, target)
 }
+
+// RestartWith runs a shell command that restarts the broker, then waits up
+// to a minute for it to accept TCP connections again.
+func RestartWith(target Target, command string) error {
+	out, err := exec.Command("sh", "-c", command).CombinedOutput()
+	if err != nil {
+		return &restartError{err: err, out: string(out)}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", target.Addr(), time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type restartError struct {
+	err error
+	out string
+}
+
+func (e *restartError) Error() string { return e.err.Error() + ": " + e.out }

@@ -8,8 +8,9 @@ import (
 	"github.com/warrenmq/warren/server/servertest"
 )
 
-// TestConformance runs the black-box suite against an in-process broker.
+// TestConformance runs the black-box suite against an in-process broker
+// on a Badger store in a temporary directory, restarts included.
 func TestConformance(t *testing.T) {
-	url := servertest.Start(t, server.Config{})
-	conformance.Run(t, conformance.Target{URL: url})
+	b := servertest.StartBroker(t, server.Config{})
+	conformance.Run(t, conformance.Target{URL: b.URL(), Restart: func() error { b.Restart(); return nil }})
 }
