@@ -287,6 +287,12 @@ func (s *engine) apply(txn kvTxn, o *op) error {
 		}
 	case opDropQueue:
 		return s.dropQueueChunk(txn, o.queueID, o.dropped)
+	case opCheck:
+		c, err := s.check(txn)
+		if err == nil {
+			*o.checked = c
+		}
+		return err
 	default:
 		return fmt.Errorf("persist: unknown op %d", o.kind)
 	}
@@ -528,4 +534,57 @@ func (s *engine) deleteNow(keys [][]byte) error {
 		}
 	}
 	return txn.commit()
+}
+
+// check compares the transaction's view with the reference counts (see
+// Check). The first return is what it found; the second an I/O error.
+func (s *engine) check(txn kvTxn) (problems, err error) {
+	var found []error
+	report := func(format string, args ...any) {
+		if len(found) < 10 {
+			found = append(found, fmt.Errorf(format, args...))
+		}
+	}
+	counts := make(map[uint64]int64)
+	err = txn.scan([]byte{kindEntry}, false, func(k, v []byte) error {
+		q, seq, ok := parseEntryKey(k)
+		id, _, vok := parseEntryVal(v)
+		if !ok || !vok {
+			report("corrupt entry %x = %x", k, v)
+			return nil
+		}
+		counts[id]++
+		if counts[id] == 1 {
+			err := txn.get(bodyKey(id), func([]byte) error { return nil })
+			if errors.Is(err, ErrNotFound) {
+				report("entry queue %d seq %d: body %d missing", q, seq, id)
+				return nil
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = txn.scan([]byte{kindBody}, true, func(k, _ []byte) error {
+		if id, ok := parseBodyKey(k); !ok || counts[id] == 0 {
+			report("body %x has no entry", k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id, n := range counts {
+		if rc := s.refcount(id); rc != n {
+			report("message %d: %d entries, reference count %d", id, n, rc)
+		}
+	}
+	for id := range s.refs {
+		if rc := s.refcount(id); rc > 0 && counts[id] == 0 {
+			report("message %d: reference count %d, no entries", id, rc)
+		}
+	}
+	return errors.Join(found...), nil
 }

@@ -173,6 +173,9 @@ func checkCrash(t *testing.T, dir string) int {
 	in1 := load(q1, func(seq uint64) uint64 { return 2 * seq })
 	in2 := load(q2, func(seq uint64) uint64 { return 2 * seq })
 	in3 := load(q3, func(seq uint64) uint64 { return seq })
+	if err := persist.Check(s); err != nil {
+		t.Fatal(err)
+	}
 	if st := s.Stats(); st.DanglingEntries != 0 {
 		t.Fatalf("%d entries without a body", st.DanglingEntries)
 	}

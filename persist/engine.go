@@ -63,6 +63,7 @@ const (
 	opAtomic
 	opWrite     // definition writes
 	opDropQueue // one chunk of DeleteQueue
+	opCheck     // invariant check (tests)
 )
 
 type op struct {
@@ -73,7 +74,8 @@ type op struct {
 	pubs    []PublishOp
 	writes  []kvWrite
 	queueID uint64
-	dropped *int // opDropQueue: entries removed
+	dropped *int   // opDropQueue: entries removed
+	checked *error // opCheck: what the check found
 	done    func(error)
 }
 
@@ -401,4 +403,21 @@ func (s *engine) Close() error {
 	s.kick()
 	<-s.stopped
 	return s.kv.close()
+}
+
+// Check verifies a store's invariants: every entry has its body, every body
+// has an entry, and the committer's reference counts equal the entries on
+// disk. It runs on the committer, ordered after every op submitted before
+// it, so it may run while other ops are in flight. It reads everything:
+// for tests and debugging. It returns ErrClosed after Close.
+func Check(st Store) error {
+	s, ok := st.(*engine)
+	if !ok {
+		return fmt.Errorf("persist: Check: unknown store type %T", st)
+	}
+	var found error
+	if err := s.submitWait(op{kind: opCheck, checked: &found}); err != nil {
+		return err
+	}
+	return found
 }

@@ -74,7 +74,7 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	}
 	if strings.HasPrefix(m.Exchange, "amq.") {
 		return amqp.Errorf(amqp.AccessRefused, 0, 0,
-			"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+			"deletion of system exchange '%s' in vhost '%s' not allowed", m.Exchange, v.name)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()

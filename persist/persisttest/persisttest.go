@@ -35,6 +35,14 @@ func Run(t *testing.T, open Opener, reopen Reopener) {
 				}
 			})
 			fn(t, c)
+			if err := persist.Check(c.s); err != nil && !errors.Is(err, persist.ErrClosed) {
+				t.Errorf("store invariants after the test: %v", err)
+			}
+			if c.restart(t) {
+				if err := persist.Check(c.s); err != nil {
+					t.Errorf("store invariants after a restart: %v", err)
+				}
+			}
 		}
 	}
 	t.Run("Definitions", h(testDefinitions))
@@ -476,7 +484,7 @@ func testOrphansDropped(t *testing.T, c *harness) {
 	q := c.queue(t, "q")
 	const unsaved = 1 << 40
 	c.publish(t, 1, persist.QueueSeq{QueueID: unsaved, Seq: 1})
-	c.publish(t, 2, persist.QueueSeq{QueueID: unsaved, Seq: 1}, persist.QueueSeq{QueueID: q, Seq: 1})
+	c.publish(t, 2, persist.QueueSeq{QueueID: unsaved, Seq: 2}, persist.QueueSeq{QueueID: q, Seq: 1})
 	if !c.restart(t) {
 		return
 	}
