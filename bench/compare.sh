@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# compare.sh runs the Warren-vs-RabbitMQ scenario set with cmd/warren-perf,
+# alternating brokers (W R W R W R), and prints a markdown table of the
+# median of each figure per scenario and broker, with the Warren/RabbitMQ
+# ratio.
+#
+# Usage: bench/compare.sh [scenario ...]      (default: all; names below)
+#
+# Environment:
+#   ROUNDS=3          rounds per scenario (each round runs both brokers)
+#   QUICK=1           smoke run: 1 round, short scenarios (~3 min)
+#   DUR=10            seconds of load per scenario (QUICK: 3)
+#   CONNS=800         idle connections for s8 (RabbitMQ's default fd limit
+#                     of 1024 allows ~830 sockets)
+#   WARREN_URL, RABBIT_URL   broker URLs
+#   WARREN_PID        pid of a running Warren at WARREN_URL; if unset, the
+#                     script builds Warren from the git HEAD of the checkout
+#                     into a temp dir and starts it on 127.0.0.1:5680
+#   RABBIT_PID        RabbitMQ's OS pid (default: pgrep beam.smp)
+#   OUT=dir           where per-run JSON files go (default: a temp dir)
+#   UPDATE_MD=1       also replace the results section of BENCHMARKS.md
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+QUICK=${QUICK:-0}
+if [[ $QUICK == 1 ]]; then
+	ROUNDS=${ROUNDS:-1}
+	DUR=${DUR:-3}
+else
+	ROUNDS=${ROUNDS:-3}
+	DUR=${DUR:-10}
+fi
+CONNS=${CONNS:-800}
+WARREN_PORT=${WARREN_PORT:-5680}
+WARREN_URL=${WARREN_URL:-amqp://guest:guest@127.0.0.1:$WARREN_PORT/}
+RABBIT_URL=${RABBIT_URL:-amqp://guest:guest@127.0.0.1:5672/}
+RABBIT_PID=${RABBIT_PID:-$(pgrep -f beam.smp | head -1)}
+OUT=${OUT:-$(mktemp -d /tmp/warren-bench.XXXXXX)}
+mkdir -p "$OUT"
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+
+if [[ -z $RABBIT_PID ]]; then
+	log "RabbitMQ is not running (no beam.smp); start it with: rabbitmq-server &"
+	exit 1
+fi
+
+# Tools: built from the checkout's HEAD so that half-edited files of
+# other people do not break the run.
+SRC=$(mktemp -d /tmp/warren-bench-src.XXXXXX)
+(cd "$ROOT" && git archive HEAD | tar -x -C "$SRC")
+COMMIT=$(cd "$ROOT" && git rev-parse --short HEAD)
+PERF=$SRC/warren-perf
+(cd "$SRC" && go build -o "$PERF" ./cmd/warren-perf) || { log "build warren-perf failed"; exit 1; }
+
+STARTED_WARREN=
+start_warren() {
+	if [[ ! -x $SRC/warren ]]; then
+		(cd "$SRC" && go build -o "$SRC/warren" ./cmd/warren) || { log "build warren failed"; exit 1; }
+	fi
+	local dd
+	dd=$(mktemp -d /tmp/warren-bench-data.XXXXXX)
+	if (: </dev/tcp/127.0.0.1/"$WARREN_PORT") 2>/dev/null; then
+		log "port $WARREN_PORT is already taken; stop that broker or pass WARREN_PID/WARREN_URL"
+		exit 1
+	fi
+	"$SRC/warren" --listen 127.0.0.1:"$WARREN_PORT" --data-dir "$dd" --log-level warn >>"$OUT/warren.log" 2>&1 &
+	WARREN_PID=$!
+	STARTED_WARREN=$WARREN_PID
+	sleep 1
+	if ! kill -0 "$WARREN_PID" 2>/dev/null; then
+		log "Warren did not start; see $OUT/warren.log"
+		exit 1
+	fi
+	log "started Warren $COMMIT pid $WARREN_PID"
+}
+cleanup() {
+	if [[ -n $STARTED_WARREN ]]; then kill "$STARTED_WARREN" 2>/dev/null; fi
+	rm -rf "$SRC"
+}
+trap cleanup EXIT
+if [[ -z ${WARREN_PID:-} ]]; then
+	start_warren
+fi
+
+# Scenarios: name|description|warren-perf arguments.
+Q="--queue-prefix bench"
+H=$((DUR / 2 > 1 ? DUR / 2 : 1))
+SCENARIOS=(
+	"s1|1P/1C max throughput, 16 B transient, auto-ack|--producers 1 --consumers 1 --size 16 --auto-ack --duration ${DUR}s"
+	"s2|1P/1C 1 KB persistent, durable queue, confirm 200, prefetch 200, multi-ack 50|--producers 1 --consumers 1 --size 1024 --persistent --durable-queues --confirm 200 --prefetch 200 --multi-ack-every 50 --duration ${DUR}s"
+	"s3|2P fill ${H} s with no consumer, then 1C drains (recv/s = drain rate)|--producers 2 --consumers 1 --size 1024 --auto-ack --duration ${H}s --consumer-delay ${H}s --drain-timeout 60s"
+	"s4a|fixed rate 1k msg/s, 1 KB, 1P/1C auto-ack (latency)|--producers 1 --consumers 1 --size 1024 --auto-ack --rate 1000 --duration ${H}s"
+	"s4b|fixed rate 5k msg/s (latency)|--producers 1 --consumers 1 --size 1024 --auto-ack --rate 5000 --duration ${H}s"
+	"s4c|fixed rate 10k msg/s (latency)|--producers 1 --consumers 1 --size 1024 --auto-ack --rate 10000 --duration ${H}s"
+	"s5|fanout to 10 queues, 1P, 2C, 1 KB auto-ack (recv/s = deliveries/s)|--exchange-type fanout --fanout-queues 10 --producers 1 --consumers 2 --size 1024 --auto-ack --duration ${DUR}s"
+	"s6|1,000 queues at 10 msg/s each: 10P x 100 queues at 1k msg/s, 10C, auto-ack|--queues 1000 --producers 10 --consumers 10 --rate 1000 --size 1024 --auto-ack --duration ${DUR}s"
+	"s7|topic, 10,000 wildcard bindings over 10 queues, 2P, 2C, auto-ack (recv/s = routed deliveries/s)|--exchange-type topic --topic-bindings 10000 --queues 10 --producers 2 --consumers 2 --size 1024 --auto-ack --duration ${DUR}s"
+	"s8|${CONNS} idle connections (one channel each): broker RSS delta per connection|--connections-only ${CONNS} --duration $((H + 2))s"
+)
+if [[ $# -gt 0 ]]; then
+	want=" $* "
+	sel=()
+	for s in "${SCENARIOS[@]}"; do
+		n=${s%%|*}
+		[[ $want == *" $n "* || $want == *" ${n:0:2} "* ]] && sel+=("$s")
+	done
+	SCENARIOS=("${sel[@]}")
+fi
+
+run_one() { # name broker round args...
+	local name=$1 broker=$2 round=$3
+	shift 3
+	local url pid
+	if [[ $broker == warren ]]; then
+		if ! kill -0 "$WARREN_PID" 2>/dev/null; then
+			log "WARREN DIED (pid $WARREN_PID) before $name round $round; see $OUT/warren.log"
+			echo "$name round $round: warren was not running" >>"$OUT/warren-deaths.txt"
+			start_warren
+		fi
+		url=$WARREN_URL pid=$WARREN_PID
+	else
+		url=$RABBIT_URL pid=$RABBIT_PID
+	fi
+	local f=$OUT/$name.$broker.$round.json
+	rm -f "$f"
+	# Hard bound on the whole run: load + drain + setup/teardown margin.
+	local rc try
+	for try in 1 2 3; do
+		timeout -k 5 240 "$PERF" --url "$url" --broker-pid "$pid" --quiet --json "$f" $Q "$@" >/dev/null 2>"$OUT/$name.$broker.$round.err"
+		rc=$?
+		# The shared RabbitMQ is sometimes restarted (stop_app/start_app)
+		# by other users of the machine: retry a run that could not connect.
+		if [[ -s $f ]] || ! grep -q 'connection refused' "$OUT/$name.$broker.$round.err"; then
+			break
+		fi
+		log "$broker refused connections ($name round $round, try $try); retrying in 10 s"
+		echo "$name $broker round $round try $try: connection refused" >>"$OUT/retries.txt"
+		sleep 10
+	done
+	if [[ ! -s $f ]]; then
+		jq -n --arg e "no summary (exit $rc): $(tail -c 300 "$OUT/$name.$broker.$round.err")" '{errors:[$e]}' >"$f"
+	fi
+	jq -c --arg b "$broker" '{broker:$b, sent, received, lost, send_rate, receive_rate, p99:.latency_ms.p99, cpu:.broker_cpu_seconds, kb_per_connection, errors:(.errors|length)}' "$f" >&2
+	sleep 2
+}
+
+log "results in $OUT; rounds $ROUNDS; duration ${DUR}s; Warren $WARREN_URL pid $WARREN_PID; RabbitMQ $RABBIT_URL pid $RABBIT_PID"
+for s in "${SCENARIOS[@]}"; do
+	IFS='|' read -r name desc args <<<"$s"
+	log "$name: $desc"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		# shellcheck disable=SC2086
+		run_one "$name" warren "$r" $args
+		# shellcheck disable=SC2086
+		run_one "$name" rabbitmq "$r" $args
+	done
+done
+
+# Table of medians.
+table() {
+	echo "| scenario | broker | sent/s | recv/s | p50 ms | p99 ms | p99.9 ms | broker CPU µs/msg | broker CPU % | client CPU % | broker peak RSS MB | KB/conn | lost | errors |"
+	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	for s in "${SCENARIOS[@]}"; do
+		IFS='|' read -r name desc args <<<"$s"
+		jq -s -r --arg name "$name" '
+		def med: map(select(. != null)) | sort | if length == 0 then null elif length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
+		def fig(b): map(select(.broker_tag == b)) | {
+			sent: (map(.send_rate) | med),
+			recv: (map(.receive_rate) | med),
+			p50: (map(.latency_ms.p50) | med),
+			p99: (map(.latency_ms.p99) | med),
+			p999: (map(.latency_ms.p99_9) | med),
+			cpumsg: (map(if .broker_cpu_seconds != null and ((.sent // 0) > 0) then .broker_cpu_seconds * 1e6 / .sent else null end) | med),
+			cpupct: (map(if .broker_cpu_seconds != null and (.elapsed_s // 0) > 0 then 100 * .broker_cpu_seconds / .elapsed_s else null end) | med),
+			clipct: (map(if (.elapsed_s // 0) > 0 then 100 * .client_cpu_seconds / .elapsed_s else null end) | med),
+			rss: (map(if .broker_rss_kb != null then .broker_rss_kb / 1024 else null end) | med),
+			kbc: (map(.kb_per_connection) | med),
+			lost: (map(.lost // 0) | add),
+			errs: (map(.errors // [] | length) | add)
+		};
+		def f(x; d): if x == null then "–" else (x * pow(10; d) | round / pow(10; d) | tostring) end;
+		def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b) * 100 | round / 100 | tostring) + "×" end;
+		(fig("warren")) as $w | (fig("rabbitmq")) as $r |
+		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost) | \(x.errs) |";
+		row("Warren"; $w),
+		row("RabbitMQ"; $r),
+		"| \($name) | **W/R** | \(ratio($w.sent;$r.sent)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"
+		' <(for f in "$OUT/$name".*.json; do b=${f#"$OUT/$name".}; b=${b%%.*}; jq -c --arg b "$b" '. + {broker_tag:$b}' "$f"; done)
+	done
+	echo
+	echo "Scenarios:"
+	echo
+	for s in "${SCENARIOS[@]}"; do
+		IFS='|' read -r name desc args <<<"$s"
+		echo "- **$name** — $desc: \`warren-perf $args\`"
+	done
+	if [[ -s $OUT/retries.txt ]]; then
+		echo
+		echo "Retried after connection refused: $(paste -sd';' "$OUT/retries.txt")"
+	fi
+	if [[ -s $OUT/warren-deaths.txt ]]; then
+		echo
+		echo "Warren was found dead (and restarted) before: $(paste -sd';' "$OUT/warren-deaths.txt")"
+	fi
+}
+
+TABLE=$(table)
+HEADER="Run $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, load average at end: $(cut -d' ' -f1-3 /proc/loadavg); rounds $ROUNDS, ${DUR}s per scenario; medians over rounds (lost/errors: sums)."
+printf '%s\n\n%s\n' "$HEADER" "$TABLE" | tee "$OUT/table.md"
+
+if [[ ${UPDATE_MD:-0} == 1 ]]; then
+	MD=$ROOT/BENCHMARKS.md
+	if [[ -f $MD ]] && grep -q '<!-- results:begin -->' "$MD"; then
+		awk -v tf="$OUT/table.md" '
+			/<!-- results:begin -->/ { print; while ((getline l < tf) > 0) print l; skip = 1; next }
+			/<!-- results:end -->/ { skip = 0 }
+			!skip' "$MD" >"$MD.tmp" && mv "$MD.tmp" "$MD"
+	else
+		{ echo "<!-- results:begin -->"; cat "$OUT/table.md"; echo "<!-- results:end -->"; } >>"$MD"
+	fi
+	log "updated $MD"
+fi
