@@ -141,13 +141,17 @@ func (r badgerReader) get(key []byte, fn func([]byte) error) error {
 }
 
 func (r badgerReader) scan(prefix []byte, keysOnly bool, fn func(k, v []byte) error) error {
+	return r.scanFrom(prefix, prefix, keysOnly, fn)
+}
+
+func (r badgerReader) scanFrom(prefix, start []byte, keysOnly bool, fn func(k, v []byte) error) error {
 	o := badger.DefaultIteratorOptions
 	o.PrefetchValues = !keysOnly
 	o.Prefix = prefix
 	it := r.txn.NewIterator(o)
 	defer it.Close()
 	var buf []byte
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+	for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 		item := it.Item()
 		var v []byte
 		if !keysOnly {

@@ -286,7 +286,7 @@ func (s *engine) apply(txn kvTxn, o *op) error {
 			}
 		}
 	case opDropQueue:
-		return s.dropQueueChunk(txn, o.queueID, o.dropped)
+		return s.dropQueueChunk(txn, o)
 	case opCheck:
 		c, err := s.check(txn)
 		if err == nil {
@@ -389,14 +389,14 @@ func (s *engine) markDelivered(txn kvTxn, queueID, seq uint64) error {
 
 // dropQueueChunk removes up to dropChunk entries of a queue and the bodies
 // they held the last reference to.
-func (s *engine) dropQueueChunk(txn kvTxn, queueID uint64, dropped *int) error {
+func (s *engine) dropQueueChunk(txn kvTxn, o *op) error {
 	type ent struct {
 		key   []byte
 		msgID uint64
 		ok    bool
 	}
 	var ents []ent
-	err := txn.scan(entryPrefix(queueID), false, func(k, v []byte) error {
+	err := txn.scanFrom(entryPrefix(o.queueID), entryKey(o.queueID, o.seq), false, func(k, v []byte) error {
 		id, _, ok := parseEntryVal(v)
 		ents = append(ents, ent{append(s.alloc(len(k)), k...), id, ok})
 		if len(ents) == dropChunk {
@@ -417,7 +417,11 @@ func (s *engine) dropQueueChunk(txn kvTxn, queueID uint64, dropped *int) error {
 			}
 		}
 	}
-	*dropped = len(ents)
+	*o.dropped = len(ents)
+	if len(ents) > 0 {
+		_, last, _ := parseEntryKey(ents[len(ents)-1].key)
+		*o.next = last + 1 // wraps only after seq 2^64-1, the last possible
+	}
 	return nil
 }
 

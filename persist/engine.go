@@ -74,8 +74,10 @@ type op struct {
 	pubs    []PublishOp
 	writes  []kvWrite
 	queueID uint64
-	dropped *int   // opDropQueue: entries removed
-	checked *error // opCheck: what the check found
+	dropped *int    // opDropQueue: entries removed
+	seq     uint64  // opDropQueue: first seq to look at
+	next    *uint64 // opDropQueue: set to the seq after the last one dropped
+	checked *error  // opCheck: what the check found
 	done    func(error)
 }
 
@@ -265,9 +267,14 @@ func (s *engine) DeleteQueue(vhost, name string, id uint64) error {
 	s.defMu.Unlock()
 	// The record is gone, so a crash from here on leaves entries that Open
 	// drops. Remove them now in chunks, each its own op.
+	// Each chunk starts where the last one stopped, so that no scan walks
+	// over the deletion markers of the chunks before it.
+	next := uint64(0)
 	for {
 		var dropped int
-		if err := s.submitWait(op{kind: opDropQueue, queueID: id, dropped: &dropped}); err != nil {
+		o := op{kind: opDropQueue, queueID: id, seq: next, dropped: &dropped}
+		o.next = &next
+		if err := s.submitWait(o); err != nil {
 			return fmt.Errorf("persist: delete queue %d entries: %w", id, err)
 		}
 		if dropped < dropChunk {

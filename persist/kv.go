@@ -24,6 +24,9 @@ type kvReader interface {
 	// valid only during fn, v is nil when keysOnly. An error from fn stops
 	// the scan and is returned.
 	scan(prefix []byte, keysOnly bool, fn func(k, v []byte) error) error
+	// scanFrom is scan starting at the first key >= start (start has the
+	// prefix).
+	scanFrom(prefix, start []byte, keysOnly bool, fn func(k, v []byte) error) error
 }
 
 type kvTxn interface {

@@ -81,22 +81,26 @@ func (v memView) get(k []byte, fn func([]byte) error) error {
 }
 
 func (v memView) scan(prefix []byte, keysOnly bool, fn func(k, v []byte) error) error {
-	return scanSorted(v.d, nil, prefix, keysOnly, fn)
+	return scanSorted(v.d, nil, prefix, prefix, keysOnly, fn)
+}
+
+func (v memView) scanFrom(prefix, start []byte, keysOnly bool, fn func(k, v []byte) error) error {
+	return scanSorted(v.d, nil, prefix, start, keysOnly, fn)
 }
 
 // scanSorted snapshots the keys with prefix (merged with a transaction's
 // pending writes, nil meaning deleted), sorts them, and calls fn without
 // holding the lock.
-func scanSorted(d *MemoryDisk, pending map[string][]byte, prefix []byte, keysOnly bool, fn func(k, v []byte) error) error {
+func scanSorted(d *MemoryDisk, pending map[string][]byte, prefix, start []byte, keysOnly bool, fn func(k, v []byte) error) error {
 	type kvp struct {
 		k string
 		v []byte
 	}
-	p := string(prefix)
+	p, from := string(prefix), string(start)
 	var items []kvp
 	d.mu.RLock()
 	for k, v := range d.data {
-		if strings.HasPrefix(k, p) {
+		if strings.HasPrefix(k, p) && k >= from {
 			if _, over := pending[k]; !over {
 				items = append(items, kvp{k, v})
 			}
@@ -104,7 +108,7 @@ func scanSorted(d *MemoryDisk, pending map[string][]byte, prefix []byte, keysOnl
 	}
 	d.mu.RUnlock()
 	for k, v := range pending {
-		if v != nil && strings.HasPrefix(k, p) {
+		if v != nil && strings.HasPrefix(k, p) && k >= from {
 			items = append(items, kvp{k, v})
 		}
 	}
@@ -137,7 +141,11 @@ func (t *memTxn) get(k []byte, fn func([]byte) error) error {
 }
 
 func (t *memTxn) scan(prefix []byte, keysOnly bool, fn func(k, v []byte) error) error {
-	return scanSorted(t.d, t.pending, prefix, keysOnly, fn)
+	return scanSorted(t.d, t.pending, prefix, prefix, keysOnly, fn)
+}
+
+func (t *memTxn) scanFrom(prefix, start []byte, keysOnly bool, fn func(k, v []byte) error) error {
+	return scanSorted(t.d, t.pending, prefix, start, keysOnly, fn)
 }
 
 func (t *memTxn) set(k, v []byte) error {
