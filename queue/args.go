@@ -32,6 +32,9 @@ type Limits struct {
 	DeadLetterRoutingKey string
 	HasDLRK              bool
 	MaxPriority          uint8
+	// SingleActive is x-single-active-consumer: only the first consumer
+	// gets messages; the next takes over when it goes.
+	SingleActive bool
 }
 
 // ArgError is an invalid x-argument. RabbitMQ closes the channel with 406
@@ -94,6 +97,12 @@ func ParseArgs(args map[string]any) (Limits, error) {
 			default:
 				return l, &ArgError{k, fmt.Sprintf("{invalid_value,<<\"%s\">>}", s)}
 			}
+		case "x-single-active-consumer":
+			b, ok := v.(bool)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			l.SingleActive = b
 		case "x-dead-letter-exchange":
 			s, ok := v.(string)
 			if !ok {

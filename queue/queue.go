@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -94,8 +95,9 @@ type Options struct {
 }
 
 type consumerSlot struct {
-	tag string
-	c   Consumer
+	tag  string
+	c    Consumer
+	prio int
 }
 
 // Queue is one queue. Its methods are safe for concurrent use; a single
@@ -339,21 +341,38 @@ func (q *Queue) report(dead []Dead, removed []Entry) {
 	}
 }
 
-// offer tries every consumer once, starting after the last one served.
-// q.mu must be held.
+// offer tries the consumers in priority order, round-robin among equal
+// priorities starting after the last one served; a lower priority gets a
+// message only when every higher one refused it. With single active
+// consumer only the first consumer is tried. q.mu must be held.
 func (q *Queue) offer(e Entry) bool {
 	n := len(q.consumers)
-	for i := 0; i < n; i++ {
-		k := (q.next + i) % n
-		switch q.consumers[k].c.Deliver(q, e) {
-		case Pending:
-			q.unacked++
-		case Settled:
-		default:
-			continue
+	if q.limits.SingleActive {
+		n = min(n, 1)
+	}
+	for a := 0; a < n; {
+		b := a + 1
+		for b < n && q.consumers[b].prio == q.consumers[a].prio {
+			b++
 		}
-		q.next = (k + 1) % n
-		return true
+		size := b - a
+		start := q.next - a
+		if start < 0 || start >= size {
+			start = 0
+		}
+		for i := 0; i < size; i++ {
+			k := a + (start+i)%size
+			switch q.consumers[k].c.Deliver(q, e) {
+			case Pending:
+				q.unacked++
+			case Settled:
+			default:
+				continue
+			}
+			q.next = k + 1
+			return true
+		}
+		a = b
 	}
 	return false
 }
@@ -478,7 +497,10 @@ func (q *Queue) expireCheck() {
 
 // AddConsumer attaches c under tag. Deliveries start with the next Kick,
 // so that the caller can first confirm the subscription to its client.
-func (q *Queue) AddConsumer(tag string, c Consumer, exclusive bool) error {
+// Consumers are kept by descending priority, in arrival order within a
+// priority; with single active consumer, in arrival order only (the first
+// is the active one).
+func (q *Queue) AddConsumer(tag string, c Consumer, exclusive bool, priority int) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -489,7 +511,16 @@ func (q *Queue) AddConsumer(tag string, c Consumer, exclusive bool) error {
 	case exclusive && len(q.consumers) > 0:
 		return ErrHasConsumers
 	}
-	q.consumers = append(q.consumers, consumerSlot{tag: tag, c: c})
+	i := len(q.consumers)
+	if !q.limits.SingleActive {
+		for i > 0 && q.consumers[i-1].prio < priority {
+			i--
+		}
+	}
+	q.consumers = slices.Insert(q.consumers, i, consumerSlot{tag: tag, c: c, prio: priority})
+	if q.next > i {
+		q.next++
+	}
 	q.exclusive = exclusive
 	q.hadConsumer = true
 	q.lastUsed = q.now()
@@ -501,16 +532,19 @@ func (q *Queue) AddConsumer(tag string, c Consumer, exclusive bool) error {
 // last consumer went away).
 func (q *Queue) RemoveConsumer(tag string, c Consumer) (autoDelete bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer func() {
+		// Another consumer may take over (single active consumer).
+		q.dispatch()
+		dead, removed := q.takeDead()
+		q.mu.Unlock()
+		q.report(dead, removed)
+	}()
 	for i, s := range q.consumers {
 		if s.tag == tag && s.c == c {
-			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
+			q.consumers = slices.Delete(q.consumers, i, i+1)
 			q.exclusive = false
 			if q.next > i {
 				q.next--
-			}
-			if q.next >= len(q.consumers) {
-				q.next = 0
 			}
 			break
 		}

@@ -73,10 +73,10 @@ func TestRequeueReturnsToOriginalPosition(t *testing.T) {
 func TestRoundRobinAndCredit(t *testing.T) {
 	q := New(Decl{Name: "q"}, Options{})
 	a, b := &recorder{limit: 2}, &recorder{limit: -1}
-	if err := q.AddConsumer("a", a, false); err != nil {
+	if err := q.AddConsumer("a", a, false, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.AddConsumer("b", b, false); err != nil {
+	if err := q.AddConsumer("b", b, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 6; i++ {
@@ -94,7 +94,7 @@ func TestRoundRobinAndCredit(t *testing.T) {
 func TestHeldMessagesFlowOnKick(t *testing.T) {
 	q := New(Decl{Name: "q"}, Options{})
 	c := &recorder{limit: 0}
-	q.AddConsumer("c", c, false)
+	q.AddConsumer("c", c, false, 0)
 	for i := 0; i < 3; i++ {
 		q.Enqueue(msg("m"))
 	}
@@ -111,7 +111,7 @@ func TestHeldMessagesFlowOnKick(t *testing.T) {
 func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
 	q := New(Decl{Name: "q"}, Options{})
 	c := &recorder{limit: -1, noAck: true}
-	q.AddConsumer("c", c, false)
+	q.AddConsumer("c", c, false, 0)
 	q.Kick()
 	q.Enqueue(msg("m"))
 	if st := q.Stats(); st.Unacked != 0 || len(c.got) != 1 {
@@ -121,15 +121,15 @@ func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
 
 func TestExclusiveConsumer(t *testing.T) {
 	q := New(Decl{Name: "q"}, Options{})
-	if err := q.AddConsumer("a", &recorder{}, true); err != nil {
+	if err := q.AddConsumer("a", &recorder{}, true, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.AddConsumer("b", &recorder{}, false); err != ErrExclusiveConsumer {
+	if err := q.AddConsumer("b", &recorder{}, false, 0); err != ErrExclusiveConsumer {
 		t.Fatalf("second consumer: %v, want ErrExclusiveConsumer", err)
 	}
 	q2 := New(Decl{Name: "q2"}, Options{})
-	q2.AddConsumer("a", &recorder{}, false)
-	if err := q2.AddConsumer("b", &recorder{}, true); err != ErrHasConsumers {
+	q2.AddConsumer("a", &recorder{}, false, 0)
+	if err := q2.AddConsumer("b", &recorder{}, true, 0); err != ErrHasConsumers {
 		t.Fatalf("exclusive after shared: %v, want ErrHasConsumers", err)
 	}
 }
@@ -137,8 +137,8 @@ func TestExclusiveConsumer(t *testing.T) {
 func TestAutoDeleteAfterLastConsumer(t *testing.T) {
 	q := New(Decl{Name: "q", AutoDelete: true}, Options{})
 	a, b := &recorder{}, &recorder{}
-	q.AddConsumer("a", a, false)
-	q.AddConsumer("b", b, false)
+	q.AddConsumer("a", a, false, 0)
+	q.AddConsumer("b", b, false, 0)
 	if q.RemoveConsumer("a", a) {
 		t.Fatal("auto-delete with a consumer left")
 	}
@@ -154,7 +154,7 @@ func TestDeleteConditions(t *testing.T) {
 		t.Fatalf("if-empty: %v", err)
 	}
 	c := &recorder{limit: 0}
-	q.AddConsumer("c", c, false)
+	q.AddConsumer("c", c, false, 0)
 	if _, _, err := q.Delete(true, false); err != ErrInUse {
 		t.Fatalf("if-unused: %v", err)
 	}
@@ -170,7 +170,7 @@ func TestDeleteConditions(t *testing.T) {
 func BenchmarkEnqueueDeliver(b *testing.B) {
 	q := New(Decl{Name: "q"}, Options{})
 	c := &discard{}
-	q.AddConsumer("c", c, false)
+	q.AddConsumer("c", c, false, 0)
 	m := msg("hello")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -273,5 +273,42 @@ func TestLateReservedSeqKeepsOrder(t *testing.T) {
 	}
 	if len(got) != 4 || got[0] != "1" || got[1] != "2" || got[2] != "3" || got[3] != "4" {
 		t.Fatalf("order %v, want 1 2 3 4", got)
+	}
+}
+
+func TestConsumerPriorities(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{})
+	low, high1, high2 := &recorder{limit: -1}, &recorder{limit: 1}, &recorder{limit: 1}
+	q.AddConsumer("low", low, false, 0)
+	q.AddConsumer("high1", high1, false, 5)
+	q.AddConsumer("high2", high2, false, 5)
+	for i := 0; i < 4; i++ {
+		q.Enqueue(msg("m"))
+	}
+	// The two high-priority consumers take one each (round robin); the
+	// low-priority one gets the rest only because they have no credit.
+	if len(high1.got) != 1 || len(high2.got) != 1 || len(low.got) != 2 {
+		t.Fatalf("high1 %d, high2 %d, low %d", len(high1.got), len(high2.got), len(low.got))
+	}
+	if high1.got[0].Seq != 1 || high2.got[0].Seq != 2 {
+		t.Fatalf("high consumers got seqs %d and %d", high1.got[0].Seq, high2.got[0].Seq)
+	}
+}
+
+func TestSingleActiveConsumer(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: true}})
+	a, b := &recorder{limit: -1}, &recorder{limit: -1}
+	q.AddConsumer("a", a, false, 0)
+	q.AddConsumer("b", b, false, 9) // priority does not make b active
+	for i := 0; i < 3; i++ {
+		q.Enqueue(msg("m"))
+	}
+	if len(a.got) != 3 || len(b.got) != 0 {
+		t.Fatalf("a %d, b %d; want all to the first consumer", len(a.got), len(b.got))
+	}
+	q.RemoveConsumer("a", a)
+	q.Enqueue(msg("m"))
+	if len(b.got) != 1 {
+		t.Fatalf("b got %d after a left, want 1", len(b.got))
 	}
 }

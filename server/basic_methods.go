@@ -51,7 +51,11 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, exclusive: m.Exclusive, prefetch: ch.prefetch}
 	ch.mu.Unlock()
 
-	switch err := q.AddConsumer(tag, k, m.Exclusive); {
+	prio, err := consumerPriority(m.Arguments)
+	if err != nil {
+		return err
+	}
+	switch err := q.AddConsumer(tag, k, m.Exclusive, prio); {
 	case errors.Is(err, queue.ErrExclusiveConsumer):
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrHasConsumers):
@@ -476,4 +480,29 @@ func parseExpiration(exp string) (time.Duration, bool) {
 func priority(props []byte) uint8 {
 	p, _ := amqp.PropPriority(props)
 	return p
+}
+
+// consumerPriority reads the x-priority consume argument.
+func consumerPriority(args amqp.Table) (int, error) {
+	v, ok := args["x-priority"]
+	if !ok {
+		return 0, nil
+	}
+	switch n := v.(type) {
+	case int8:
+		return int(n), nil
+	case uint8:
+		return int(n), nil
+	case int16:
+		return int(n), nil
+	case uint16:
+		return int(n), nil
+	case int32:
+		return int(n), nil
+	case uint32:
+		return int(n), nil
+	case int64:
+		return int(n), nil
+	}
+	return 0, amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-priority' of type '%T'", v)
 }

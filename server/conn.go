@@ -481,6 +481,7 @@ func serverProperties() amqp.Table {
 			"consumer_cancel_notify":       true,
 			"connection.blocked":           true,
 			"per_consumer_qos":             true,
+			"consumer_priorities":          true,
 			"authentication_failure_close": true,
 		},
 	}

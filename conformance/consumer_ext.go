@@ -1,0 +1,100 @@
+package conformance
+
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// RabbitMQ's consumer extensions: consumer priorities (the x-priority
+// consume argument) and single active consumer (x-single-active-consumer).
+
+func extConsume(t T, ch *amqp.Channel, queue string, args amqp.Table) <-chan amqp.Delivery {
+	t.Helper()
+	d, err := ch.Consume(queue, clUniq("ctag"), false, false, false, false, args)
+	if err != nil {
+		t.Fatalf("basic.consume %s: %v", queue, err)
+	}
+	return d
+}
+
+func init() {
+	register(
+		Case{
+			// A higher-priority consumer gets messages while it has credit;
+			// a lower one only when it has none.
+			Name: "consumer/priority-higher-first",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clDeclareQueue(t, tg, ch, "prio", nil)
+				low := clOpenChan(t, conn)
+				high := clOpenChan(t, conn)
+				if err := high.Qos(1, 0, false); err != nil {
+					t.Fatalf("basic.qos: %v", err)
+				}
+				lowD := extConsume(t, low, q, amqp.Table{"x-priority": int32(0)})
+				highD := extConsume(t, high, q, amqp.Table{"x-priority": int32(10)})
+				clSyncChan(t, low)
+				clSyncChan(t, high)
+				pub := clConfirmChan(t, conn)
+				for i := 1; i <= 3; i++ {
+					clPublishConfirmed(t, pub, "", q, clBody(fmt.Sprint(i)))
+				}
+				h := clRecvDelivery(t, highD)
+				if string(h.Body) != "1" {
+					t.Fatalf("high-priority consumer got %q first, want 1", h.Body)
+				}
+				l := clRecvN(t, lowD, 2)
+				if string(l[0].Body) != "2" || string(l[1].Body) != "3" {
+					t.Fatalf("low-priority consumer got %v, want 2 and 3", clBodies(l))
+				}
+				clNoDelivery(t, highD)
+			},
+		},
+		Case{
+			// With x-single-active-consumer only the first consumer gets
+			// messages; when it is cancelled the next one takes over.
+			Name: "consumer/single-active-consumer",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clDeclareQueue(t, tg, ch, "sac", amqp.Table{"x-single-active-consumer": true})
+				cha, chb := clOpenChan(t, conn), clOpenChan(t, conn)
+				tagA := clUniq("a")
+				da, err := cha.Consume(q, tagA, true, false, false, false, nil)
+				if err != nil {
+					t.Fatalf("basic.consume: %v", err)
+				}
+				db, err := chb.Consume(q, clUniq("b"), true, false, false, false, nil)
+				if err != nil {
+					t.Fatalf("basic.consume: %v", err)
+				}
+				pub := clConfirmChan(t, conn)
+				for i := 1; i <= 3; i++ {
+					clPublishConfirmed(t, pub, "", q, clBody(fmt.Sprint(i)))
+				}
+				if got := clBodies(clRecvN(t, da, 3)); got[0] != "1" || got[2] != "3" {
+					t.Fatalf("active consumer got %v", got)
+				}
+				clNoDelivery(t, db)
+				if err := cha.Cancel(tagA, false); err != nil {
+					t.Fatalf("basic.cancel: %v", err)
+				}
+				clPublishConfirmed(t, pub, "", q, clBody("4"))
+				if d := clRecvDelivery(t, db); string(d.Body) != "4" {
+					t.Fatalf("next consumer got %q, want 4", d.Body)
+				}
+			},
+		},
+		Case{
+			// x-single-active-consumer must be a boolean.
+			Name: "consumer/single-active-consumer-bad-type-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				name := clUniq("sac-bad")
+				clCleanupQueue(t, tg, name)
+				_, err := ch.QueueDeclare(name, false, false, false, false, amqp.Table{"x-single-active-consumer": "yes"})
+				clExpectErr(t, conn, err, 406, clChanClose)
+			},
+		},
+	)
+}
