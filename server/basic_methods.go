@@ -31,6 +31,9 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 }
 
 func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
+	if m.Queue == replyQueue {
+		return ch.replyConsume(m)
+	}
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -81,7 +84,9 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
 	k := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)
 	ch.mu.Unlock()
-	if k != nil {
+	if k != nil && k.q == nil {
+		ch.dropReplyConsumer()
+	} else if k != nil {
 		ch.c.unregisterConsumer(k)
 		if k.q.RemoveConsumer(k.tag, k) {
 			ch.c.vhost.deleteQueueIfUnused(k.q)
@@ -156,6 +161,9 @@ func (ch *channel) publish(p *publishing) error {
 	if err := ch.checkUserID(p.props); err != nil {
 		return err
 	}
+	if err := ch.rewriteReplyTo(p); err != nil {
+		return err
+	}
 	if exp, ok := amqp.PropExpiration(p.props); ok {
 		if p.ttl, p.hasTTL = parseExpiration(exp); !p.hasTTL {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
@@ -225,6 +233,12 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	m := p.method
 	v := ch.c.vhost
 	msg := newMessage(p)
+	if m.Exchange == "" && ch.c.srv.deliverReply(m.RoutingKey, msg) {
+		if done != nil {
+			done(nil)
+		}
+		return false
+	}
 	s := v.routeMessage(m.Exchange, m.RoutingKey, p.props)
 	defer v.releaseScratch(s)
 	routed, dropped := v.deliver(msg, s.queues, done)

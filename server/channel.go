@@ -29,6 +29,7 @@ type channel struct {
 	// name shortcut.
 	lastQueue string
 	confirms  *ack.Confirms // nil until confirm.select
+	replyKey  string        // the direct reply-to name, if the channel consumes replies
 	tx        *txn.Tx[*publishing]
 	scratch   []ack.Delivery
 
@@ -272,7 +273,11 @@ func (ch *channel) shutdown() {
 		slices.SortFunc(pending, func(a, b ack.Delivery) int { return cmp.Compare(a.Tag, b.Tag) })
 	}
 
+	ch.dropReplyConsumer()
 	for _, k := range consumers {
+		if k.q == nil {
+			continue // the reply-to pseudo-consumer
+		}
 		ch.c.unregisterConsumer(k)
 		if k.q.RemoveConsumer(k.tag, k) {
 			ch.c.vhost.deleteQueueIfUnused(k.q)
@@ -306,7 +311,9 @@ func (ch *channel) kick() {
 	ch.mu.Lock()
 	qs := make([]*queue.Queue, 0, len(ch.consumers))
 	for _, k := range ch.consumers {
-		qs = append(qs, k.q)
+		if k.q != nil {
+			qs = append(qs, k.q)
+		}
 	}
 	ch.mu.Unlock()
 	for _, q := range qs {

@@ -482,6 +482,7 @@ func serverProperties() amqp.Table {
 			"connection.blocked":           true,
 			"per_consumer_qos":             true,
 			"consumer_priorities":          true,
+			"direct_reply_to":              true,
 			"authentication_failure_close": true,
 		},
 	}

@@ -180,7 +180,7 @@ func messageRecord(m *queue.Message) persist.MessageRecord {
 func storedEntries(ds []ack.Delivery) []persist.QueueSeq {
 	var out []persist.QueueSeq
 	for _, d := range ds {
-		if d.Queue.ID != 0 && d.Entry.Msg.StoreID != 0 {
+		if d.Entry.Msg.StoreID != 0 && d.Queue != nil && d.Queue.ID != 0 {
 			out = append(out, persist.QueueSeq{QueueID: d.Queue.ID, Seq: d.Entry.Seq})
 		}
 	}

@@ -30,6 +30,9 @@ type Server struct {
 	store persist.Store
 	msgID atomic.Uint64 // last message id handed to the store
 
+	replyMu sync.Mutex
+	replyTo map[string]*consumer // direct reply-to names -> their consumers
+
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
@@ -40,10 +43,11 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
-		cfg:    cfg,
-		log:    *cfg.Log,
-		vhosts: map[string]*vhost{},
-		conns:  map[*conn]struct{}{},
+		cfg:     cfg,
+		log:     *cfg.Log,
+		vhosts:  map[string]*vhost{},
+		conns:   map[*conn]struct{}{},
+		replyTo: map[string]*consumer{},
 	}
 	if cfg.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
