@@ -86,15 +86,15 @@ fi
 Q="--queue-prefix bench"
 H=$((DUR / 2 > 1 ? DUR / 2 : 1))
 SCENARIOS=(
-	"s1|1P/1C max throughput, 16 B transient, auto-ack|--producers 1 --consumers 1 --size 16 --auto-ack --duration ${DUR}s"
+	"s1|1P/1C max throughput, 16 B transient, auto-ack, at most 2,000 msgs in flight|--producers 1 --consumers 1 --size 16 --auto-ack --max-inflight 2000 --duration ${DUR}s"
 	"s2|1P/1C 1 KB persistent, durable queue, confirm 200, prefetch 200, multi-ack 50|--producers 1 --consumers 1 --size 1024 --persistent --durable-queues --confirm 200 --prefetch 200 --multi-ack-every 50 --duration ${DUR}s"
 	"s3|2P fill ${H} s with no consumer, then 1C drains (recv/s = drain rate)|--producers 2 --consumers 1 --size 1024 --auto-ack --duration ${H}s --consumer-delay ${H}s --drain-timeout 60s"
 	"s4a|fixed rate 1k msg/s, 1 KB, 1P/1C auto-ack (latency)|--producers 1 --consumers 1 --size 1024 --auto-ack --rate 1000 --duration ${H}s"
 	"s4b|fixed rate 5k msg/s (latency)|--producers 1 --consumers 1 --size 1024 --auto-ack --rate 5000 --duration ${H}s"
 	"s4c|fixed rate 10k msg/s (latency)|--producers 1 --consumers 1 --size 1024 --auto-ack --rate 10000 --duration ${H}s"
-	"s5|fanout to 10 queues, 1P, 2C, 1 KB auto-ack (recv/s = deliveries/s)|--exchange-type fanout --fanout-queues 10 --producers 1 --consumers 2 --size 1024 --auto-ack --duration ${DUR}s"
+	"s5|fanout to 10 queues, 1P, 2C, 1 KB auto-ack, at most 500 msgs (5,000 deliveries) in flight (recv/s = deliveries/s)|--exchange-type fanout --fanout-queues 10 --producers 1 --consumers 2 --size 1024 --auto-ack --max-inflight 500 --duration ${DUR}s"
 	"s6|1,000 queues at 10 msg/s each: 10P x 100 queues at 1k msg/s, 10C, auto-ack|--queues 1000 --producers 10 --consumers 10 --rate 1000 --size 1024 --auto-ack --duration ${DUR}s"
-	"s7|topic, 10,000 wildcard bindings over 10 queues, 2P, 2C, auto-ack (recv/s = routed deliveries/s)|--exchange-type topic --topic-bindings 10000 --queues 10 --producers 2 --consumers 2 --size 1024 --auto-ack --duration ${DUR}s"
+	"s7|topic, 10,000 wildcard bindings over 10 queues, 2P, 2C, auto-ack, at most 2,000 in flight (recv/s = routed deliveries/s)|--exchange-type topic --topic-bindings 10000 --queues 10 --producers 2 --consumers 2 --size 1024 --auto-ack --max-inflight 2000 --duration ${DUR}s"
 	"s8|${CONNS} idle connections (one channel each): broker RSS delta per connection|--connections-only ${CONNS} --duration $((H + 2))s"
 )
 if [[ $# -gt 0 ]]; then
@@ -176,12 +176,13 @@ table() {
 			rss: (map(if .broker_rss_kb != null then .broker_rss_kb / 1024 else null end) | med),
 			kbc: (map(.kb_per_connection) | med),
 			lost: (map(.lost // 0) | add),
-			errs: (map(.errors // [] | length) | add)
+			errs: (map(.errors // [] | length) | add),
+			undrained: (map(select(.drain_timed_out == true)) | length)
 		};
 		def f(x; d): if x == null then "–" else (x * pow(10; d) | round / pow(10; d) | tostring) end;
 		def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b) * 100 | round / 100 | tostring) + "×" end;
 		(fig("warren")) as $w | (fig("rabbitmq")) as $r |
-		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost) | \(x.errs) |";
+		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost)\(if x.undrained > 0 then " (drain timed out in \(x.undrained) runs)" else "" end) | \(x.errs) |";
 		row("Warren"; $w),
 		row("RabbitMQ"; $r),
 		"| \($name) | **W/R** | \(ratio($w.sent;$r.sent)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"

@@ -80,6 +80,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report its CPU seconds and peak RSS from /proc")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "after publishing stops, wait at most this long for confirms and deliveries")
 	fs.DurationVar(&c.ConsumerDelay, "consumer-delay", 0, "start consumers this long after the producers (e.g. equal to --duration: fill, then drain)")
+	fs.Int64Var(&c.MaxInflight, "max-inflight", 0, "pause publishing while more than N messages (all producers) are sent but not yet received (0 = no limit); keeps queues short so that throughput is the sustained end-to-end rate")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return c, err

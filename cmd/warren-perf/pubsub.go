@@ -93,6 +93,15 @@ publish:
 				}
 			}
 		}
+		if cfg.MaxInflight > 0 && cfg.Consumers > 0 {
+			for r.sent.Load()-r.received.Load()/r.fanout > cfg.MaxInflight {
+				select {
+				case <-done:
+					break publish
+				case <-time.After(100 * time.Microsecond):
+				}
+			}
+		}
 		if sem != nil {
 			select {
 			case sem <- struct{}{}:

@@ -45,6 +45,7 @@ type Config struct {
 	DrainTimeout    time.Duration `json:"-"`
 	ConsumerDelay   time.Duration `json:"-"`
 	Quiet           bool          `json:"-"`
+	MaxInflight     int64         `json:"max_inflight,omitempty"`
 }
 
 func (c *Config) validate() error {
@@ -94,19 +95,22 @@ func (c *Config) validate() error {
 
 // Summary is the final JSON report.
 type Summary struct {
-	Broker     string  `json:"broker"`
-	Config     Config  `json:"config"`
-	DurationS  float64 `json:"duration_s"`
-	ElapsedS   float64 `json:"elapsed_s"`
-	Sent       int64   `json:"sent"`
-	Confirmed  int64   `json:"confirmed"`
-	Nacked     int64   `json:"nacked"`
-	Received   int64   `json:"received"`
-	Expected   *int64  `json:"expected,omitempty"`
-	Lost       *int64  `json:"lost,omitempty"`
-	Duplicates int64   `json:"duplicates"`
-	OutOfOrder int64   `json:"out_of_order"`
-	BadBodies  int64   `json:"bad_bodies,omitempty"`
+	Broker    string  `json:"broker"`
+	Config    Config  `json:"config"`
+	DurationS float64 `json:"duration_s"`
+	ElapsedS  float64 `json:"elapsed_s"`
+	Sent      int64   `json:"sent"`
+	Confirmed int64   `json:"confirmed"`
+	Nacked    int64   `json:"nacked"`
+	Received  int64   `json:"received"`
+	Expected  *int64  `json:"expected,omitempty"`
+	Lost      *int64  `json:"lost,omitempty"`
+	// DrainTimedOut: consumers had not received everything expected when
+	// --drain-timeout ran out; Lost then counts undrained messages too.
+	DrainTimedOut bool  `json:"drain_timed_out,omitempty"`
+	Duplicates    int64 `json:"duplicates"`
+	OutOfOrder    int64 `json:"out_of_order"`
+	BadBodies     int64 `json:"bad_bodies,omitempty"`
 	// SendRate is sent / publishing time; ReceiveRate is received / (last
 	// delivery - first delivery), i.e. the drain rate when consumers start late.
 	SendRate    float64 `json:"send_rate"`
@@ -164,6 +168,7 @@ type runner struct {
 	consumers []*consumerState
 
 	sent, confirmed, nacked, received atomic.Int64
+	fanout                            int64 // deliveries per message, for --max-inflight
 	firstRecv, lastRecv               atomic.Int64
 	cancelled                         atomic.Int64
 
@@ -255,6 +260,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		return sum, r.firstErr()
 	}
 	r.buildRoutes()
+	r.fanout = 1
+	if cfg.ExchangeType == "fanout" || (cfg.ExchangeType == "direct" && cfg.RoutingKey != "") {
+		r.fanout = int64(cfg.Queues)
+	}
 
 	if !cfg.Predeclared {
 		if err := r.declare(); err != nil {
@@ -376,9 +385,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		consumerMu.Unlock()
 		deadline := base.Add(cfg.DrainTimeout)
 		lastN, lastChange := int64(-1), time.Now()
+		drained := false
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			n := r.received.Load()
 			if known && n >= expected {
+				drained = true
 				break
 			}
 			if n != lastN {
@@ -388,6 +399,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		sum.DrainTimedOut = known && !drained
 	}
 	end := time.Now()
 	bs.stop()
@@ -463,7 +475,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	sum.Errors = append(sum.Errors, r.errors...)
 	r.errMu.Unlock()
 	if sum.Lost != nil && *sum.Lost > 0 {
-		r.fail("%d messages lost", *sum.Lost)
+		if sum.DrainTimedOut {
+			r.fail("%d messages not received within the drain timeout", *sum.Lost)
+		} else {
+			r.fail("%d messages lost", *sum.Lost)
+		}
 	}
 	return sum, r.firstErr()
 }
