@@ -138,6 +138,17 @@ type Store interface {
 	// LoadMessage reads a stored body; ErrNotFound if there is none.
 	LoadMessage(msgID uint64) (MessageRecord, error)
 
+	// Sync waits until every op submitted before it is durable.
+	Sync() error
+	// ScanQueue calls fn for at most limit entries of the queue with Seq
+	// >= from, in ascending Seq order, with their messages loaded when
+	// withBodies. Ops still in the committer's batch are not seen: call
+	// Sync first to read one's own writes.
+	ScanQueue(queueID, from uint64, limit int, withBodies bool, fn func(e RecoveredEntry) error) error
+	// QueueCounts returns a queue's number of entries and largest Seq,
+	// reading keys only.
+	QueueCounts(queueID uint64) (count int, maxSeq uint64, err error)
+
 	// Stats returns the write-path counters.
 	Stats() Stats
 	// Close commits what is pending, calls its callbacks, stops the

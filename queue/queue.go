@@ -222,6 +222,14 @@ func (q *Queue) enqueueLocked(m *Message, seq uint64) EnqueueResult {
 	return Enqueued
 }
 
+// SetSeq makes the next sequence number follow seq, for a queue whose
+// recovered entries stay in the store.
+func (q *Queue) SetSeq(seq uint64) {
+	q.mu.Lock()
+	q.seq = max(q.seq, seq)
+	q.mu.Unlock()
+}
+
 // Restore appends a recovered entry (ascending Seq) at start-up.
 func (q *Queue) Restore(e Entry) {
 	q.mu.Lock()

@@ -31,6 +31,9 @@ type Config struct {
 	MaxMessageSize uint64
 	// Log receives the broker's structured logs (default: disabled).
 	Log *zerolog.Logger
+	// QueueWindow is how many ready messages a durable queue keeps in
+	// memory; the rest wait in the store (default 2048).
+	QueueWindow int
 	// Store is the durable store (default: Badger in DataDir). The server
 	// closes it when Serve returns.
 	Store persist.Store
@@ -60,6 +63,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 128 << 20
+	}
+	if c.QueueWindow <= 0 {
+		c.QueueWindow = 2048
 	}
 	if c.Log == nil {
 		l := zerolog.Nop()

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 func runChildBroker(dir, addr string) {
-	srv, err := server.New(server.Config{Listen: addr, DataDir: dir})
+	srv, err := server.New(server.Config{Listen: addr, DataDir: dir, QueueWindow: 16})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child broker:", err)
 		os.Exit(2)

@@ -212,6 +212,17 @@ func (v *vhost) removedFromQueue(q *queue.Queue, entries []queue.Entry) {
 	}
 }
 
+// backlogFor chooses a queue's backlog: durable queues page to the store,
+// except priority queues, which keep everything in memory.
+func (v *vhost) backlogFor(id uint64, l queue.Limits) queue.Backlog {
+	if id == 0 || l.MaxPriority > 0 {
+		return nil
+	}
+	return newPagedBacklog(v.store, id, v.srv.cfg.QueueWindow, func(err error) {
+		v.log.Error().Err(err).Msg("reading a queue's messages from the store failed")
+	})
+}
+
 // markDelivered records that a stored entry went to a consumer, so a
 // restart redelivers it with redelivered set.
 func (v *vhost) markDelivered(q *queue.Queue, e queue.Entry) {
@@ -250,7 +261,20 @@ func (s *Server) recoverDefinitions() error {
 			s.log.Warn().Err(err).Str("queue", r.Name).Msg("stored queue arguments no longer valid; using defaults")
 			limits, _ = queue.ParseArgs(nil)
 		}
-		q := queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks})
+		backlog := v.backlogFor(r.ID, limits)
+		q := queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks, Backlog: backlog})
+		v.queues[r.Name] = q
+		if pb, ok := backlog.(*pagedBacklog); ok {
+			// The messages stay on disk; count them, keys only.
+			n, maxSeq, err := s.store.QueueCounts(r.ID)
+			if err != nil {
+				return fmt.Errorf("recover queue %q: %w", r.Name, err)
+			}
+			pb.recovered(n)
+			q.SetSeq(maxSeq)
+			messages += n
+			continue
+		}
 		_, err = s.store.RecoverQueue(r.ID, func(e persist.RecoveredEntry) error {
 			m := &queue.Message{
 				Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey, Props: e.Msg.Props, Body: e.Msg.Body,
@@ -266,7 +290,6 @@ func (s *Server) recoverDefinitions() error {
 		if err != nil {
 			return fmt.Errorf("recover queue %q: %w", r.Name, err)
 		}
-		v.queues[r.Name] = q
 	}
 	for _, b := range defs.Bindings {
 		v := s.vhost(b.VHost)

@@ -119,7 +119,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 			}
 			d.ID = rec.ID
 		}
-		q = queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks})
+		q = queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks, Backlog: v.backlogFor(d.ID, limits)})
 		v.queues[name] = q
 	}
 	v.mu.Unlock()

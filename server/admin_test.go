@@ -1,0 +1,282 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server"
+)
+
+// startAdminBroker runs a broker on 127.0.0.1:0 and returns it with its
+// amqp:// URL. (servertest does not hand out the *server.Server.)
+func startAdminBroker(t *testing.T) (*server.Server, string) {
+	t.Helper()
+	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return srv, "amqp://guest:guest@" + srv.Addr().String() + "/"
+}
+
+func dial(t *testing.T, url string) (*amqp091.Connection, *amqp091.Channel) {
+	t.Helper()
+	c, err := amqp091.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ch
+}
+
+func openAdmin(t *testing.T, srv *server.Server) *server.AdminSession {
+	t.Helper()
+	a, err := srv.OpenAdmin("guest", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func amqpCode(err error) uint16 {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return 0
+}
+
+func TestAdminSnapshots(t *testing.T) {
+	srv, url := startAdminBroker(t)
+	_, ch := dial(t, url)
+	if err := ch.ExchangeDeclare("adm.x", "topic", true, false, false, false, amqp091.Table{"alternate-exchange": "amq.fanout"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("adm.q", true, false, false, false, amqp091.Table{"x-message-ttl": int32(60000)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("adm.q", "a.#", "adm.x", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := ch.Publish("adm.x", "a.b", false, false, amqp091.Publishing{Body: []byte("hello")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cch, err := ch.Qos(1, 0, false), error(nil)
+	if cch != nil {
+		t.Fatal(cch)
+	}
+	if _, err = ch.Consume("adm.q", "ctag-1", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, func() bool {
+		q, err := srv.Queue("/", "adm.q")
+		return err == nil && q.Unacked == 1 && q.Ready == 2
+	})
+	q, _ := srv.Queue("/", "adm.q")
+	if !q.Durable || q.Consumers != 1 || q.Args["x-message-ttl"] != int32(60000) || q.ReadyBytes != 10 || q.Memory <= q.ReadyBytes {
+		t.Errorf("queue = %+v", q)
+	}
+	x, err := srv.Exchange("/", "adm.x")
+	if err != nil || x.Type != "topic" || !x.Durable || x.Args["alternate-exchange"] != "amq.fanout" || x.Bindings != 1 {
+		t.Errorf("exchange = %+v, %v", x, err)
+	}
+	if _, err := srv.Exchange("/", "nope"); amqpCode(err) != amqp.NotFound {
+		t.Errorf("missing exchange: %v", err)
+	}
+	bs, _ := srv.QueueBindings("/", "adm.q")
+	if len(bs) != 2 || bs[0].Source != "" || bs[1].Source != "adm.x" || bs[1].RoutingKey != "a.#" {
+		t.Errorf("queue bindings = %+v", bs)
+	}
+	conns := srv.Connections()
+	if len(conns) != 1 || conns[0].User != "guest" || conns[0].VHost != "/" || conns[0].Channels != 1 || conns[0].PeerPort == 0 {
+		t.Fatalf("connections = %+v", conns)
+	}
+	cons, _ := srv.Consumers("")
+	if len(cons) != 1 || cons[0].Tag != "ctag-1" || cons[0].Queue != "adm.q" || !cons[0].AckRequired || cons[0].Prefetch != 1 || cons[0].Connection != conns[0].Name {
+		t.Errorf("consumers = %+v", cons)
+	}
+	chans := srv.Channels()
+	if len(chans) != 1 || chans[0].Unacked != 1 || chans[0].Consumers != 1 || chans[0].Prefetch != 1 {
+		t.Errorf("channels = %+v", chans)
+	}
+	o := srv.Overview()
+	if o.Queues != 1 || o.Connections != 1 || o.Consumers != 1 || o.Ready != 2 || o.Unacked != 1 || o.Exchanges != 7 {
+		t.Errorf("overview = %+v", o)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAdminActions(t *testing.T) {
+	srv, url := startAdminBroker(t)
+	a := openAdmin(t, srv)
+	if err := a.DeclareQueue(server.QueueDecl{Name: "act.q", Durable: true, Args: map[string]any{"x-max-length": int64(10)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Equivalence rules are the AMQP ones.
+	err := a.DeclareQueue(server.QueueDecl{Name: "act.q", Durable: false})
+	if amqpCode(err) != amqp.PreconditionFailed {
+		t.Fatalf("inequivalent declare: %v", err)
+	}
+	// The session recovers from the closed channel.
+	if err := a.DeclareExchange(server.ExchangeDecl{Name: "act.x", Type: "fanout", Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeclareExchange(server.ExchangeDecl{Name: "act.bad", Type: "nope"}); amqpCode(err) != amqp.CommandInvalid {
+		t.Fatalf("bad type: %v", err)
+	}
+	// A hard error ends the session; a new one works.
+	a = openAdmin(t, srv)
+	b := server.BindingInfo{VHost: "/", Source: "act.x", Destination: "act.q", DestinationType: "queue", RoutingKey: "k"}
+	if err := a.Bind(b); err != nil {
+		t.Fatal(err)
+	}
+	if !srv.HasBinding(b) {
+		t.Fatal("binding missing")
+	}
+	routed, err := a.Publish("act.x", "", amqp.Properties{DeliveryMode: 2, ContentType: "text/plain"}, []byte("m1"))
+	if err != nil || !routed {
+		t.Fatalf("publish: %v %v", routed, err)
+	}
+	routed, err = a.Publish("", "nowhere", amqp.Properties{}, []byte("m2"))
+	if err != nil || routed {
+		t.Fatalf("unroutable publish: %v %v", routed, err)
+	}
+	if _, err := a.Publish("no.such.x", "", amqp.Properties{}, nil); amqpCode(err) != amqp.NotFound {
+		t.Fatalf("publish to missing exchange: %v", err)
+	}
+	if _, err := a.Publish("", "act.q", amqp.Properties{}, []byte("m3")); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := a.Get("act.q", 5, server.AckRequeueTrue)
+	if err != nil || len(got) != 2 || string(got[0].Body) != "m1" || got[0].MessageCount != 1 || got[0].Redelivered {
+		t.Fatalf("get = %+v, %v", got, err)
+	}
+	if p, _ := amqp.DecodeProperties(got[0].Props); p.ContentType != "text/plain" || p.DeliveryMode != 2 {
+		t.Errorf("props = %+v", p)
+	}
+	got, err = a.Get("act.q", 1, server.AckRequeueFalse)
+	if err != nil || len(got) != 1 || !got[0].Redelivered || string(got[0].Body) != "m1" {
+		t.Fatalf("get after requeue = %+v, %v", got, err)
+	}
+	if q, _ := srv.Queue("/", "act.q"); q.Ready != 1 || q.Unacked != 0 {
+		t.Fatalf("queue after ack = %+v", q)
+	}
+	if n, err := srv.PurgeQueue("/", "act.q"); n != 1 || err != nil {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
+	if err := a.Unbind(b); err != nil || srv.HasBinding(b) {
+		t.Fatalf("unbind: %v", err)
+	}
+	if err := a.DeleteExchange("amq.direct", false); amqpCode(err) != amqp.AccessRefused {
+		t.Fatalf("delete amq.direct: %v", err)
+	}
+	a = openAdmin(t, srv)
+	if err := a.DeleteExchange("act.x", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteExchange("act.x", false); amqpCode(err) != amqp.NotFound {
+		t.Fatalf("delete missing exchange: %v", err)
+	}
+
+	// Exclusive queues of other connections can be deleted, as in RabbitMQ.
+	_, ch := dial(t, url)
+	if _, err := ch.QueueDeclare("act.excl", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := srv.Queue("/", "act.excl"); err != nil || q.Owner != srv.Connections()[0].Name {
+		t.Fatalf("exclusive queue = %+v, %v", q, err)
+	}
+	if _, err := srv.DeleteQueue("/", "act.excl", false, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.DeleteQueue("/", "act.excl", false, false); amqpCode(err) != amqp.NotFound {
+		t.Fatalf("delete missing queue: %v", err)
+	}
+	// Admin sessions are not listed.
+	if n := len(srv.Connections()); n != 1 {
+		t.Fatalf("%d connections listed", n)
+	}
+	if err := srv.CloseConnection(srv.Connections()[0].Name, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(srv.Connections()) == 0 })
+}
+
+func TestAdminDurable(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*server.Server, context.CancelFunc, chan error) {
+		srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		return srv, cancel, done
+	}
+	srv, cancel, done := start()
+	a, err := srv.OpenAdmin("guest", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.DeclareQueue(server.QueueDecl{Name: "dur.q", Durable: true})
+	a.DeclareExchange(server.ExchangeDecl{Name: "dur.x", Type: "direct", Durable: true})
+	a.Bind(server.BindingInfo{Source: "dur.x", Destination: "dur.q", DestinationType: "queue", RoutingKey: "k"})
+	if _, err := a.Publish("dur.x", "k", amqp.Properties{DeliveryMode: 2}, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	cancel()
+	<-done
+
+	srv, cancel, done = start()
+	defer func() { cancel(); <-done }()
+	q, err := srv.Queue("/", "dur.q")
+	if err != nil || q.Ready != 1 {
+		t.Fatalf("after restart: %+v %v", q, err)
+	}
+	if !srv.HasBinding(server.BindingInfo{VHost: "/", Source: "dur.x", Destination: "dur.q", DestinationType: "queue", RoutingKey: "k"}) {
+		t.Fatal("binding lost")
+	}
+	if st := srv.StoreStats(); st.Commits == 0 {
+		t.Errorf("store stats = %+v", st)
+	}
+}
