@@ -84,11 +84,10 @@ func TestAdminSnapshots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cch, err := ch.Qos(1, 0, false), error(nil)
-	if cch != nil {
-		t.Fatal(cch)
+	if err := ch.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
 	}
-	if _, err = ch.Consume("adm.q", "ctag-1", false, false, false, false, nil); err != nil {
+	if _, err := ch.Consume("adm.q", "ctag-1", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 
