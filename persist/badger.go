@@ -25,7 +25,16 @@ func Open(dir string, opts Options) (Store, error) {
 		// Bodies above 1 KiB go to the value log: the LSM tree keeps only
 		// keys, entries and pointers, so recovery scans and compactions stay
 		// cheap under a backlog; value-log GC reclaims drained bodies.
-		WithValueThreshold(valueThreshold)
+		WithValueThreshold(valueThreshold).
+		// Memory stays flat under a backlog: small memtables and caches
+		// instead of Badger's defaults (5 x 64 MiB memtables, a 256 MiB
+		// block cache), which alone would be several hundred MiB of RSS.
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithNumLevelZeroTables(4).
+		WithNumLevelZeroTablesStall(8)
 	if opts.Logger != nil {
 		bo = bo.WithLogger(badgerLogger{opts.Logger})
 	} else {

@@ -11,6 +11,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,6 +43,7 @@ func run(args []string) error {
 	maxMessage := fs.Uint64("max-message-size", 128<<20, "largest message body accepted, in bytes")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "console or json")
+	pprofListen := fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +81,12 @@ func run(args []string) error {
 	}
 	if err := srv.Listen(); err != nil {
 		return err
+	}
+	if *pprofListen != "" {
+		go func() {
+			// The default mux carries net/http/pprof's handlers.
+			log.Warn().Err(http.ListenAndServe(*pprofListen, nil)).Msg("pprof listener stopped")
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
