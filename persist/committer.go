@@ -155,11 +155,7 @@ func (s *engine) tryCommit(ops []op) error {
 		return err
 	}
 	for id, n := range s.ov {
-		if n <= 0 {
-			delete(s.refs, id)
-		} else {
-			s.refs[id] = n
-		}
+		s.refs.set(id, n)
 	}
 	clear(s.ov)
 	if s.txnMaxID > s.storedHW {
@@ -206,7 +202,7 @@ func (s *engine) refcount(id uint64) int64 {
 	if n, ok := s.ov[id]; ok {
 		return n
 	}
-	return s.refs[id]
+	return s.refs.get(id)
 }
 
 // estimate is an upper bound of what o costs against the kv limits.
@@ -466,6 +462,7 @@ func (s *engine) recover() error {
 	}
 
 	// Entries: count references; collect entries of missing queues.
+	var ids []uint64
 	var orphans [][]byte
 	var dropped, droppedBodies int
 	flush := func() error {
@@ -488,7 +485,7 @@ func (s *engine) recover() error {
 				}
 				return nil
 			}
-			s.refs[id]++
+			ids = append(ids, id)
 			maxMsg = max(maxMsg, id)
 			return nil
 		})
@@ -499,12 +496,14 @@ func (s *engine) recover() error {
 	if err != nil {
 		return fmt.Errorf("persist: recover entries: %w", err)
 	}
+	s.refs.rebuild(ids)
+	ids = nil
 	// Bodies: delete those without entries.
 	err = s.kv.view(func(r kvReader) error {
 		return r.scan([]byte{kindBody}, true, func(k, _ []byte) error {
 			id, ok := parseBodyKey(k)
 			maxMsg = max(maxMsg, id)
-			if !ok || s.refs[id] == 0 {
+			if !ok || s.refs.get(id) == 0 {
 				orphans = append(orphans, append([]byte(nil), k...))
 				droppedBodies++
 				if len(orphans) == recoverChunk {
@@ -585,10 +584,10 @@ func (s *engine) check(txn kvTxn) (problems, err error) {
 			report("message %d: %d entries, reference count %d", id, n, rc)
 		}
 	}
-	for id := range s.refs {
+	s.refs.each(func(id uint64, _ int64) {
 		if rc := s.refcount(id); rc > 0 && counts[id] == 0 {
 			report("message %d: reference count %d, no entries", id, rc)
 		}
-	}
+	})
 	return errors.Join(found...), nil
 }

@@ -34,7 +34,7 @@ type engine struct {
 
 	// Committer-owned state: only the committer goroutine touches it once
 	// Open has returned.
-	refs     map[uint64]int64 // msgID -> number of entries, committed state
+	refs     *refTable        // msgID -> number of entries, committed state
 	ov       map[uint64]int64 // msgID -> refcount after the ops of the open transaction
 	txnMaxID uint64           // largest msgID published in the open transaction
 	storedHW uint64           // value of meta msgID on disk
@@ -104,7 +104,7 @@ func newEngine(k kv, logf func(string, ...any)) (*engine, error) {
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		names:   make(map[queueName]uint64),
-		refs:    make(map[uint64]int64),
+		refs:    newRefTable(),
 		ov:      make(map[uint64]int64),
 	}
 	if err := s.recover(); err != nil {
