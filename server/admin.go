@@ -29,7 +29,10 @@ package server
 
 import (
 	"cmp"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -111,6 +114,21 @@ func (s *Server) Authenticate(user, pass string) bool {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(want), []byte(pass)) == 1
+}
+
+// PasswordHash returns user's password in RabbitMQ's
+// rabbit_password_hashing_sha256 form (base64 of a random 4-byte salt
+// followed by SHA-256 of salt and password), as the management API shows it
+// and RabbitMQ imports it.
+func (s *Server) PasswordHash(user string) (string, bool) {
+	pass, ok := s.cfg.Users[user]
+	if !ok {
+		return "", false
+	}
+	var salt [4]byte
+	rand.Read(salt[:])
+	sum := sha256.Sum256(append(salt[:], pass...))
+	return base64.StdEncoding.EncodeToString(append(salt[:], sum[:]...)), true
 }
 
 // VHostNames lists the vhosts, sorted.
@@ -637,12 +655,12 @@ func (s *Server) Channels() []ChannelInfo {
 
 // VHostInfo describes one vhost with its message totals.
 type VHostInfo struct {
-	Name          string
-	Messages      int
-	Ready         int
-	Unacked       int
-	Queues        int
-	ReadyBytes    int64
+	Name       string
+	Messages   int
+	Ready      int
+	Unacked    int
+	Queues     int
+	ReadyBytes int64
 }
 
 // VHosts lists the vhosts with their totals.

@@ -1,0 +1,740 @@
+package mgmt
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server"
+)
+
+func (s *Server) apiRoutes() []route {
+	r := func(method, pattern string, h func(*request) error) route {
+		return route{method: method, pattern: strings.Split(strings.Trim(pattern, "/"), "/"), h: h}
+	}
+	get, put, del, post := http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPost
+	return []route{
+		r(get, "overview", s.getOverview),
+		r(get, "nodes", s.getNodes),
+		r(get, "nodes/{node}", s.getNode),
+		r(get, "vhosts", s.getVHosts),
+		r(get, "vhosts/{vhost}", s.getVHost),
+		r(get, "vhosts/{vhost}/permissions", s.getPermissions),
+		r(get, "users", s.getUsers),
+		r(get, "users/{user}", s.getUser),
+		r(get, "users/{user}/permissions", s.getPermissions),
+		r(get, "whoami", s.getWhoami),
+		r(get, "permissions", s.getPermissions),
+		r(get, "permissions/{vhost}/{user}", s.getPermission),
+		r(get, "policies", s.getEmptyList),
+		r(get, "policies/{vhost}", s.getEmptyList),
+		r(get, "operator-policies", s.getEmptyList),
+		r(get, "parameters", s.getEmptyList),
+		r(get, "global-parameters", s.getEmptyList),
+		r(get, "extensions", s.getEmptyList),
+		r(get, "healthchecks/node", s.getHealth),
+		r(get, "health/checks/alarms", s.getHealth),
+		r(get, "aliveness-test/{vhost}", s.getAliveness),
+
+		r(get, "exchanges", s.getExchanges),
+		r(get, "exchanges/{vhost}", s.getExchanges),
+		r(get, "exchanges/{vhost}/{name}", s.getExchange),
+		r(put, "exchanges/{vhost}/{name}", s.putExchange),
+		r(del, "exchanges/{vhost}/{name}", s.deleteExchange),
+		r(post, "exchanges/{vhost}/{name}/publish", s.publish),
+		r(get, "exchanges/{vhost}/{name}/bindings/source", s.getExchangeBindings),
+		r(get, "exchanges/{vhost}/{name}/bindings/destination", s.getExchangeBindings),
+
+		r(get, "queues", s.getQueues),
+		r(get, "queues/{vhost}", s.getQueues),
+		r(get, "queues/{vhost}/{name}", s.getQueue),
+		r(put, "queues/{vhost}/{name}", s.putQueue),
+		r(del, "queues/{vhost}/{name}", s.deleteQueue),
+		r(del, "queues/{vhost}/{name}/contents", s.purgeQueue),
+		r(post, "queues/{vhost}/{name}/get", s.getMessages),
+		r(get, "queues/{vhost}/{name}/bindings", s.getQueueBindings),
+
+		r(get, "bindings", s.getBindings),
+		r(get, "bindings/{vhost}", s.getBindings),
+		r(get, "bindings/{vhost}/e/{source}/q/{dest}", s.getBindingsBetween("queue")),
+		r(get, "bindings/{vhost}/e/{source}/e/{dest}", s.getBindingsBetween("exchange")),
+		r(post, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue")),
+		r(post, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange")),
+		r(put, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue")),
+		r(put, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange")),
+		r(del, "bindings/{vhost}/e/{source}/q/{dest}", s.deleteBindingByBody("queue")),
+		r(del, "bindings/{vhost}/e/{source}/e/{dest}", s.deleteBindingByBody("exchange")),
+		r(get, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.getBinding("queue")),
+		r(get, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.getBinding("exchange")),
+		r(del, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.deleteBinding("queue")),
+		r(del, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.deleteBinding("exchange")),
+
+		r(get, "connections", s.getConnections),
+		r(get, "connections/{name}", s.getConnection),
+		r(del, "connections/{name}", s.closeConnection),
+		r(get, "connections/{name}/channels", s.getConnectionChannels),
+		r(get, "vhosts/{vhost}/connections", s.getConnections),
+		r(get, "channels", s.getChannels),
+		r(get, "vhosts/{vhost}/channels", s.getChannels),
+		r(get, "consumers", s.getConsumers),
+		r(get, "consumers/{vhost}", s.getConsumers),
+
+		r(get, "definitions", s.getDefinitions),
+		r(post, "definitions", s.postDefinitions),
+		r(get, "definitions/{vhost}", s.getDefinitions),
+		r(post, "definitions/{vhost}", s.postDefinitions),
+	}
+}
+
+func (s *Server) getOverview(q *request) error { return q.reply(s.overview()) }
+
+func (s *Server) getNodes(q *request) error { return q.reply([]nodeJSON{s.nodeInfo()}) }
+
+func (s *Server) getNode(q *request) error {
+	if q.param("node") != s.broker.NodeName() {
+		return notFound()
+	}
+	return q.reply(s.nodeInfo())
+}
+
+func (s *Server) getVHosts(q *request) error {
+	node := s.broker.NodeName()
+	var out []vhostJSON
+	for _, v := range s.broker.VHosts() {
+		out = append(out, toVHost(node, v))
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getVHost(q *request) error {
+	for _, v := range s.broker.VHosts() {
+		if v.Name == q.param("vhost") {
+			return q.reply(toVHost(s.broker.NodeName(), v))
+		}
+	}
+	return notFound()
+}
+
+func (s *Server) getUsers(q *request) error {
+	out := []userJSON{}
+	for _, u := range s.broker.Users() {
+		h, _ := s.broker.PasswordHash(u)
+		out = append(out, toUser(u, h))
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getUser(q *request) error {
+	h, ok := s.broker.PasswordHash(q.param("user"))
+	if !ok {
+		return notFound()
+	}
+	return q.reply(toUser(q.param("user"), h))
+}
+
+func (s *Server) getWhoami(q *request) error {
+	return q.reply(whoamiJSON{Name: q.user, Tags: adminTags})
+}
+
+// permissions: every user may configure, write and read everything in
+// every vhost.
+func (s *Server) permissions() []permissionJSON {
+	out := []permissionJSON{}
+	for _, v := range s.broker.VHostNames() {
+		for _, u := range s.broker.Users() {
+			out = append(out, permissionJSON{User: u, VHost: v, Configure: ".*", Write: ".*", Read: ".*"})
+		}
+	}
+	return out
+}
+
+func (s *Server) getPermissions(q *request) error {
+	out := []permissionJSON{}
+	for _, p := range s.permissions() {
+		if (q.param("vhost") == "" || p.VHost == q.param("vhost")) && (q.param("user") == "" || p.User == q.param("user")) {
+			out = append(out, p)
+		}
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getPermission(q *request) error {
+	for _, p := range s.permissions() {
+		if p.VHost == q.param("vhost") && p.User == q.param("user") {
+			return q.reply(p)
+		}
+	}
+	return notFound()
+}
+
+func (s *Server) getEmptyList(q *request) error { return q.reply([]any{}) }
+
+func (s *Server) getHealth(q *request) error { return q.reply(map[string]string{"status": "ok"}) }
+
+// getAliveness declares the queue aliveness-test, publishes a message to it
+// and gets it back, as RabbitMQ's aliveness test does.
+func (s *Server) getAliveness(q *request) error {
+	a, err := s.admin(q, q.param("vhost"))
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.DeclareQueue(server.QueueDecl{Name: "aliveness-test"}); err != nil {
+		return err
+	}
+	if _, err := a.Publish("", "aliveness-test", amqp.Properties{}, []byte("test_message")); err != nil {
+		return err
+	}
+	msgs, err := a.Get("aliveness-test", 1, server.AckRequeueFalse)
+	if err != nil {
+		return err
+	}
+	if len(msgs) != 1 {
+		return q.reply(map[string]string{"status": "failed", "reason": "message not routed"})
+	}
+	return q.reply(map[string]string{"status": "ok"})
+}
+
+// vhostParam is the {vhost} path parameter, or "" (all vhosts) when absent.
+func vhostParam(q *request) string { return q.param("vhost") }
+
+func (s *Server) getExchanges(q *request) error {
+	xs, err := s.broker.Exchanges(vhostParam(q))
+	if err != nil {
+		return err
+	}
+	out := make([]exchangeJSON, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, toExchange(x))
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getExchange(q *request) error {
+	x, err := s.broker.Exchange(q.param("vhost"), q.exchangeParam("name"))
+	if err != nil {
+		return err
+	}
+	j := toExchange(x)
+	empty := []any{}
+	j.Incoming, j.Outgoing = &empty, &empty
+	return q.reply(j)
+}
+
+func (s *Server) putExchange(q *request) error {
+	var body struct {
+		Type       string         `json:"type"`
+		Durable    *bool          `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Internal   bool           `json:"internal"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if err := q.decode(&body); err != nil {
+		return err
+	}
+	if body.Type == "" {
+		return badRequest("[{error,{key_missing,type}}]")
+	}
+	args, err := tableFromJSON(body.Arguments)
+	if err != nil {
+		return badRequest("arguments: %v", err)
+	}
+	vhost, name := q.param("vhost"), q.exchangeParam("name")
+	_, existed := s.broker.Exchange(vhost, name)
+	a, err := s.admin(q, vhost)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	err = a.DeclareExchange(server.ExchangeDecl{
+		Name: name, Type: body.Type, Durable: body.Durable == nil || *body.Durable,
+		AutoDelete: body.AutoDelete, Internal: body.Internal, Args: args,
+	})
+	if err != nil {
+		return err
+	}
+	return q.noContent(existed != nil)
+}
+
+func (s *Server) deleteExchange(q *request) error {
+	a, err := s.admin(q, q.param("vhost"))
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.DeleteExchange(q.exchangeParam("name"), q.boolQuery("if-unused")); err != nil {
+		return err
+	}
+	return q.noContent(false)
+}
+
+func (s *Server) publish(q *request) error {
+	var body struct {
+		Properties      map[string]any `json:"properties"`
+		RoutingKey      string         `json:"routing_key"`
+		Payload         *string        `json:"payload"`
+		PayloadEncoding string         `json:"payload_encoding"`
+	}
+	if err := q.decode(&body); err != nil {
+		return err
+	}
+	if body.Payload == nil {
+		return badRequest("[{error,{key_missing,payload}}]")
+	}
+	payload := []byte(*body.Payload)
+	switch body.PayloadEncoding {
+	case "", "string":
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(*body.Payload)
+		if err != nil {
+			return badRequest("payload is not valid base64")
+		}
+		payload = b
+	default:
+		return badRequest("payload_encoding must be 'string' or 'base64'")
+	}
+	props, err := propsFromJSON(body.Properties)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	vhost, name := q.param("vhost"), q.exchangeParam("name")
+	if _, err := s.broker.Exchange(vhost, name); err != nil {
+		return err
+	}
+	a, err := s.admin(q, vhost)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	routed, err := a.Publish(name, body.RoutingKey, props, payload)
+	if err != nil {
+		return err
+	}
+	return q.reply(map[string]bool{"routed": routed})
+}
+
+func (s *Server) getExchangeBindings(q *request) error {
+	vhost, name := q.param("vhost"), q.exchangeParam("name")
+	if _, err := s.broker.Exchange(vhost, name); err != nil {
+		return err
+	}
+	bs, err := s.broker.Bindings(vhost)
+	if err != nil {
+		return err
+	}
+	asSource := strings.HasSuffix(q.r.URL.Path, "/source")
+	out := []bindingJSON{}
+	for _, b := range bs {
+		if (asSource && b.Source == name) || (!asSource && b.DestinationType == "exchange" && b.Destination == name) {
+			out = append(out, toBinding(b))
+		}
+	}
+	return q.reply(out)
+}
+
+func (s *Server) ownerIndex() map[string]server.ConnectionInfo {
+	m := map[string]server.ConnectionInfo{}
+	for _, c := range s.broker.Connections() {
+		m[c.Name] = c
+	}
+	return m
+}
+
+func (s *Server) queueJSON(node string, qi server.QueueInfo, owners map[string]server.ConnectionInfo) queueJSON {
+	var owner *server.ConnectionInfo
+	if c, ok := owners[qi.Owner]; ok && qi.Owner != "" {
+		owner = &c
+	}
+	return toQueue(node, qi, owner)
+}
+
+func (s *Server) getQueues(q *request) error {
+	qs, err := s.broker.Queues(vhostParam(q))
+	if err != nil {
+		return err
+	}
+	node, owners := s.broker.NodeName(), s.ownerIndex()
+	out := make([]queueJSON, 0, len(qs))
+	for _, qi := range qs {
+		out = append(out, s.queueJSON(node, qi, owners))
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getQueue(q *request) error {
+	vhost, name := q.param("vhost"), q.param("name")
+	qi, err := s.broker.Queue(vhost, name)
+	if err != nil {
+		return err
+	}
+	node := s.broker.NodeName()
+	j := s.queueJSON(node, qi, s.ownerIndex())
+	cons, _ := s.broker.Consumers(vhost)
+	details := []consumerJSON{}
+	for _, c := range cons {
+		if c.Queue == name {
+			details = append(details, toConsumer(node, c))
+		}
+	}
+	empty := []any{}
+	j.ConsumerDetails, j.Deliveries, j.Incoming = &details, &empty, &empty
+	return q.reply(j)
+}
+
+func (s *Server) putQueue(q *request) error {
+	var body struct {
+		Durable    *bool          `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Arguments  map[string]any `json:"arguments"`
+		Node       string         `json:"node"`
+	}
+	if err := q.decode(&body); err != nil {
+		return err
+	}
+	args, err := tableFromJSON(body.Arguments)
+	if err != nil {
+		return badRequest("arguments: %v", err)
+	}
+	vhost, name := q.param("vhost"), q.param("name")
+	_, existed := s.broker.Queue(vhost, name)
+	a, err := s.admin(q, vhost)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	err = a.DeclareQueue(server.QueueDecl{Name: name, Durable: body.Durable == nil || *body.Durable, AutoDelete: body.AutoDelete, Args: args})
+	if err != nil {
+		return err
+	}
+	return q.noContent(existed != nil)
+}
+
+func (s *Server) deleteQueue(q *request) error {
+	_, err := s.broker.DeleteQueue(q.param("vhost"), q.param("name"), q.boolQuery("if-unused"), q.boolQuery("if-empty"))
+	if err != nil {
+		return err
+	}
+	return q.noContent(false)
+}
+
+func (s *Server) purgeQueue(q *request) error {
+	if _, err := s.broker.PurgeQueue(q.param("vhost"), q.param("name")); err != nil {
+		return err
+	}
+	return q.noContent(false)
+}
+
+type messageJSON struct {
+	PayloadBytes    int    `json:"payload_bytes"`
+	Redelivered     bool   `json:"redelivered"`
+	Exchange        string `json:"exchange"`
+	RoutingKey      string `json:"routing_key"`
+	MessageCount    int    `json:"message_count"`
+	Properties      table  `json:"properties"`
+	Payload         string `json:"payload"`
+	PayloadEncoding string `json:"payload_encoding"`
+}
+
+func (s *Server) getMessages(q *request) error {
+	var body struct {
+		Count    any    `json:"count"`
+		AckMode  string `json:"ackmode"`
+		Encoding string `json:"encoding"`
+		Truncate any    `json:"truncate"`
+		Requeue  any    `json:"requeue"` // before RabbitMQ 3.7
+	}
+	if err := q.decode(&body); err != nil {
+		return err
+	}
+	count := int64(1)
+	if body.Count != nil {
+		n, err := intJSON(body.Count)
+		if err != nil || n < 1 {
+			return badRequest("count must be a positive integer")
+		}
+		count = min(n, 10000)
+	}
+	mode, ok := server.ParseAckMode(body.AckMode)
+	if !ok {
+		if body.AckMode != "" || body.Requeue == nil {
+			return badRequest("ackmode must be one of ack_requeue_true, ack_requeue_false, reject_requeue_true, reject_requeue_false")
+		}
+		mode = server.AckRequeueTrue
+		if r, _ := body.Requeue.(bool); !r {
+			mode = server.AckRequeueFalse
+		}
+	}
+	switch body.Encoding {
+	case "", "auto", "base64":
+	default:
+		return badRequest("encoding must be 'auto' or 'base64'")
+	}
+	truncate := int64(0)
+	if body.Truncate != nil {
+		n, err := intJSON(body.Truncate)
+		if err != nil {
+			return badRequest("truncate must be an integer")
+		}
+		truncate = n
+	}
+	vhost, name := q.param("vhost"), q.param("name")
+	if _, err := s.broker.Queue(vhost, name); err != nil {
+		return err
+	}
+	a, err := s.admin(q, vhost)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	msgs, err := a.Get(name, int(count), mode)
+	if err != nil {
+		return err
+	}
+	out := make([]messageJSON, 0, len(msgs))
+	for _, m := range msgs {
+		payload, enc := payloadJSON(m.Body, body.Encoding, int(truncate))
+		out = append(out, messageJSON{
+			PayloadBytes: len(m.Body), Redelivered: m.Redelivered, Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+			MessageCount: m.MessageCount, Properties: propsJSON(m.Props), Payload: payload, PayloadEncoding: enc,
+		})
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getQueueBindings(q *request) error {
+	bs, err := s.broker.QueueBindings(q.param("vhost"), q.param("name"))
+	if err != nil {
+		return err
+	}
+	out := make([]bindingJSON, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, toBinding(b))
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getBindings(q *request) error {
+	bs, err := s.broker.Bindings(vhostParam(q))
+	if err != nil {
+		return err
+	}
+	out := make([]bindingJSON, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, toBinding(b))
+	}
+	return q.reply(out)
+}
+
+// between lists the bindings from {source} to {dest} of destType, after
+// checking that both exist.
+func (s *Server) between(q *request, destType string) ([]server.BindingInfo, error) {
+	vhost, src, dst := q.param("vhost"), q.exchangeParam("source"), q.param("dest")
+	if _, err := s.broker.Exchange(vhost, src); err != nil {
+		return nil, err
+	}
+	if destType == "queue" {
+		if _, err := s.broker.Queue(vhost, dst); err != nil {
+			return nil, err
+		}
+	} else if _, err := s.broker.Exchange(vhost, dst); err != nil {
+		return nil, err
+	}
+	all, err := s.broker.Bindings(vhost)
+	if err != nil {
+		return nil, err
+	}
+	var out []server.BindingInfo
+	for _, b := range all {
+		if b.Source == src && b.Destination == dst && b.DestinationType == destType {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) getBindingsBetween(destType string) func(*request) error {
+	return func(q *request) error {
+		bs, err := s.between(q, destType)
+		if err != nil {
+			return err
+		}
+		out := make([]bindingJSON, 0, len(bs))
+		for _, b := range bs {
+			out = append(out, toBinding(b))
+		}
+		return q.reply(out)
+	}
+}
+
+func (s *Server) getBinding(destType string) func(*request) error {
+	return func(q *request) error {
+		bs, err := s.between(q, destType)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if propertiesKey(b.RoutingKey, b.Args) == q.param("props") {
+				return q.reply(toBinding(b))
+			}
+		}
+		return notFound()
+	}
+}
+
+// postBinding creates a binding and answers 201 with its location, as
+// RabbitMQ does.
+func (s *Server) postBinding(destType string) func(*request) error {
+	return func(q *request) error {
+		var body struct {
+			RoutingKey string         `json:"routing_key"`
+			Arguments  map[string]any `json:"arguments"`
+		}
+		if err := q.decode(&body); err != nil {
+			return err
+		}
+		args, err := tableFromJSON(body.Arguments)
+		if err != nil {
+			return badRequest("arguments: %v", err)
+		}
+		vhost := q.param("vhost")
+		b := server.BindingInfo{
+			VHost: vhost, Source: q.exchangeParam("source"), Destination: q.param("dest"),
+			DestinationType: destType, RoutingKey: body.RoutingKey, Args: args,
+		}
+		if _, err := s.between(q, destType); err != nil {
+			return err
+		}
+		a, err := s.admin(q, vhost)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		if err := a.Bind(b); err != nil {
+			return err
+		}
+		q.w.Header().Set("Location", url.PathEscape(propertiesKey(b.RoutingKey, b.Args)))
+		return q.noContent(true)
+	}
+}
+
+func (s *Server) unbind(q *request, b server.BindingInfo) error {
+	a, err := s.admin(q, b.VHost)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.Unbind(b); err != nil {
+		return err
+	}
+	return q.noContent(false)
+}
+
+func (s *Server) deleteBinding(destType string) func(*request) error {
+	return func(q *request) error {
+		bs, err := s.between(q, destType)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if propertiesKey(b.RoutingKey, b.Args) == q.param("props") {
+				return s.unbind(q, b)
+			}
+		}
+		return notFound()
+	}
+}
+
+// deleteBindingByBody deletes the binding named by a JSON body
+// {"routing_key": ..., "arguments": ...}, for clients that do not track
+// properties keys.
+func (s *Server) deleteBindingByBody(destType string) func(*request) error {
+	return func(q *request) error {
+		var body struct {
+			RoutingKey string         `json:"routing_key"`
+			Arguments  map[string]any `json:"arguments"`
+		}
+		if err := q.decode(&body); err != nil {
+			return err
+		}
+		args, err := tableFromJSON(body.Arguments)
+		if err != nil {
+			return badRequest("arguments: %v", err)
+		}
+		if _, err := s.between(q, destType); err != nil {
+			return err
+		}
+		b := server.BindingInfo{
+			VHost: q.param("vhost"), Source: q.exchangeParam("source"), Destination: q.param("dest"),
+			DestinationType: destType, RoutingKey: body.RoutingKey, Args: args,
+		}
+		if !s.broker.HasBinding(b) {
+			return notFound()
+		}
+		return s.unbind(q, b)
+	}
+}
+
+func (s *Server) getConnections(q *request) error {
+	node := s.broker.NodeName()
+	out := []connectionJSON{}
+	for _, c := range s.broker.Connections() {
+		if v := q.param("vhost"); v == "" || c.VHost == v {
+			out = append(out, toConnection(node, c))
+		}
+	}
+	return q.reply(out)
+}
+
+func (s *Server) getConnection(q *request) error {
+	c, err := s.broker.Connection(q.param("name"))
+	if err != nil {
+		return err
+	}
+	return q.reply(toConnection(s.broker.NodeName(), c))
+}
+
+func (s *Server) closeConnection(q *request) error {
+	if err := s.broker.CloseConnection(q.param("name"), q.r.Header.Get("X-Reason")); err != nil {
+		return err
+	}
+	return q.noContent(false)
+}
+
+func (s *Server) channels(filter func(server.ChannelInfo) bool) []channelJSON {
+	node, conns := s.broker.NodeName(), s.ownerIndex()
+	out := []channelJSON{}
+	for _, c := range s.broker.Channels() {
+		if filter(c) {
+			out = append(out, toChannel(node, c, conns[c.Connection]))
+		}
+	}
+	return out
+}
+
+func (s *Server) getChannels(q *request) error {
+	v := q.param("vhost")
+	return q.reply(s.channels(func(c server.ChannelInfo) bool { return v == "" || c.VHost == v }))
+}
+
+func (s *Server) getConnectionChannels(q *request) error {
+	name := q.param("name")
+	if _, err := s.broker.Connection(name); err != nil {
+		return err
+	}
+	return q.reply(s.channels(func(c server.ChannelInfo) bool { return c.Connection == name }))
+}
+
+func (s *Server) getConsumers(q *request) error {
+	cs, err := s.broker.Consumers(vhostParam(q))
+	if err != nil {
+		return err
+	}
+	node := s.broker.NodeName()
+	out := make([]consumerJSON, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, toConsumer(node, c))
+	}
+	return q.reply(out)
+}

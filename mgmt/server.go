@@ -1,0 +1,314 @@
+// Package mgmt is Warren's management HTTP API: the endpoints of RabbitMQ's
+// management plugin that operators and tools use most (/api/overview,
+// /api/queues, /api/exchanges, /api/bindings, /api/connections,
+// /api/definitions, ...), with RabbitMQ's JSON field names, plus Prometheus
+// metrics at /metrics. It reads and drives the broker only through the admin
+// API of package server (server/admin.go).
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/server"
+)
+
+// Options configure a management server.
+type Options struct {
+	// Listen is the HTTP listen address, e.g. "0.0.0.0:15672".
+	Listen string
+	// Log receives request errors (default: disabled).
+	Log *zerolog.Logger
+}
+
+// Server is the management HTTP server of one broker.
+type Server struct {
+	broker  *server.Server
+	opts    Options
+	log     zerolog.Logger
+	ln      net.Listener
+	http    *http.Server
+	routes  []route
+	metrics http.Handler
+}
+
+// New returns a management server for broker; Listen opens its socket.
+func New(broker *server.Server, opts Options) *Server {
+	s := &Server{broker: broker, opts: opts}
+	if opts.Log != nil {
+		s.log = *opts.Log
+	} else {
+		s.log = zerolog.Nop()
+	}
+	s.routes = s.apiRoutes()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newCollector(broker),
+	)
+	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	return s
+}
+
+// Listen opens the HTTP listener.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the listener's address, once Listen has returned.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve answers requests until ctx is done, then shuts the HTTP server down
+// (in-flight requests get five seconds).
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("management API listening")
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.http.Shutdown(sctx)
+	}()
+	err := s.http.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-stopped
+		return nil
+	}
+	return err
+}
+
+// ServeHTTP routes a request: /metrics without authentication, /api/...
+// with HTTP basic authentication against the broker's users.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	switch {
+	case path == "/metrics":
+		s.metrics.ServeHTTP(w, r)
+		return
+	case path == "/" || path == "":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("Warren management API: see /api/overview and /metrics\n"))
+		return
+	case !strings.HasPrefix(path, "/api/") && path != "/api":
+		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+		return
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok || !s.broker.Authenticate(user, pass) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+		writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
+		return
+	}
+	segs, err := splitPath(strings.TrimPrefix(path, "/api"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	methodMismatch := false
+	for _, rt := range s.routes {
+		params, ok := rt.match(segs)
+		if !ok {
+			continue
+		}
+		if rt.method != r.Method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
+			methodMismatch = true
+			continue
+		}
+		req := &request{r: r, w: w, user: user, p: params}
+		if err := rt.h(req); err != nil {
+			s.fail(w, r, err)
+		}
+		return
+	}
+	if methodMismatch {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "Method Not Allowed")
+		return
+	}
+	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+}
+
+// splitPath splits an escaped path into unescaped segments, so that "%2F"
+// (the vhost "/") stays inside its segment.
+func splitPath(p string) ([]string, error) {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil, nil
+	}
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		u, err := url.PathUnescape(s)
+		if err != nil {
+			return nil, err
+		}
+		segs[i] = u
+	}
+	return segs, nil
+}
+
+type route struct {
+	method  string
+	pattern []string // literal segments and {name} wildcards
+	h       func(*request) error
+}
+
+func (rt route) match(segs []string) (map[string]string, bool) {
+	if len(segs) != len(rt.pattern) {
+		return nil, false
+	}
+	var params map[string]string
+	for i, p := range rt.pattern {
+		if strings.HasPrefix(p, "{") {
+			if params == nil {
+				params = map[string]string{}
+			}
+			params[p[1:len(p)-1]] = segs[i]
+			continue
+		}
+		if p != segs[i] {
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+// request is one authenticated API request.
+type request struct {
+	r    *http.Request
+	w    http.ResponseWriter
+	user string
+	p    map[string]string
+}
+
+func (q *request) param(name string) string { return q.p[name] }
+
+// exchangeParam is the exchange name in the path: RabbitMQ addresses the
+// default exchange as "amq.default".
+func (q *request) exchangeParam(name string) string {
+	if v := q.p[name]; v != "amq.default" {
+		return v
+	}
+	return ""
+}
+
+func (q *request) boolQuery(name string) bool {
+	v := q.r.URL.Query().Get(name)
+	return v == "true" || v == "1"
+}
+
+// decode reads a JSON body into v; an empty body leaves v as it is.
+func (q *request) decode(v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(q.w, q.r.Body, 64<<20))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, errEOF) {
+			return nil
+		}
+		return badRequest("%s", err.Error())
+	}
+	return nil
+}
+
+// reply writes v as JSON with status 200.
+func (q *request) reply(v any) error {
+	writeJSON(q.w, http.StatusOK, v)
+	return nil
+}
+
+// noContent answers 204, or 201 when created.
+func (q *request) noContent(created bool) error {
+	if created {
+		q.w.WriteHeader(http.StatusCreated)
+	} else {
+		q.w.WriteHeader(http.StatusNoContent)
+	}
+	return nil
+}
+
+// admin opens an admin session as the request's user on vhost.
+func (s *Server) admin(q *request, vhost string) (*server.AdminSession, error) {
+	return s.broker.OpenAdmin(q.user, vhost)
+}
+
+// httpError is an error with its HTTP status and RabbitMQ error word.
+type httpError struct {
+	status int
+	word   string
+	reason string
+}
+
+func (e *httpError) Error() string { return e.reason }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, "bad_request", sprintf(format, args...)}
+}
+
+func notFound() error {
+	return &httpError{http.StatusNotFound, "Object Not Found", "Not Found"}
+}
+
+// fail writes err as RabbitMQ's {"error": ..., "reason": ...}. AMQP errors
+// from the broker map to HTTP statuses by reply code.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var he *httpError
+	var ae *amqp.Error
+	switch {
+	case errors.As(err, &he):
+		writeError(w, he.status, he.word, he.reason)
+	case errors.As(err, &ae):
+		switch ae.Code {
+		case amqp.NotFound:
+			writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+		case amqp.AccessRefused:
+			writeError(w, http.StatusForbidden, "access_refused", ae.Text)
+		case amqp.PreconditionFailed, amqp.ResourceLocked, amqp.CommandInvalid, amqp.NotAllowed,
+			amqp.FrameError, amqp.SyntaxError, amqp.NotImplemented:
+			writeError(w, http.StatusBadRequest, "bad_request", ae.Text)
+		default:
+			s.log.Error().Err(err).Str("path", r.URL.Path).Msg("management request failed")
+			writeError(w, http.StatusInternalServerError, "internal_server_error", ae.Error())
+		}
+	default:
+		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("management request failed")
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, word, reason string) {
+	writeJSON(w, status, map[string]string{"error": word, "reason": reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(map[string]string{"error": "internal_server_error", "reason": err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(status)
+	w.Write(b)
+}

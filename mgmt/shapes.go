@@ -1,0 +1,474 @@
+package mgmt
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/warrenmq/warren/server"
+)
+
+// The JSON objects below carry RabbitMQ 3.10's field names for the same
+// objects (checked against captured RabbitMQ output in shapes_test.go).
+// Fields RabbitMQ fills from its statistics database (rates, message_stats,
+// garbage collection, reductions) are left out rather than faked.
+
+var sprintf = fmt.Sprintf
+
+const (
+	protocolName = "AMQP 0-9-1"
+	stateRunning = "running"
+)
+
+// table is a JSON object holding AMQP field-table values.
+type table = map[string]any
+
+type exchangeJSON struct {
+	Name       string `json:"name"`
+	VHost      string `json:"vhost"`
+	Type       string `json:"type"`
+	Durable    bool   `json:"durable"`
+	AutoDelete bool   `json:"auto_delete"`
+	Internal   bool   `json:"internal"`
+	Arguments  table  `json:"arguments"`
+	// Single-exchange GET only.
+	Incoming *[]any `json:"incoming,omitempty"`
+	Outgoing *[]any `json:"outgoing,omitempty"`
+}
+
+func toExchange(e server.ExchangeInfo) exchangeJSON {
+	return exchangeJSON{
+		Name: e.Name, VHost: e.VHost, Type: e.Type, Durable: e.Durable, AutoDelete: e.AutoDelete,
+		Internal: e.Internal, Arguments: tableJSON(e.Args),
+	}
+}
+
+type ownerJSON struct {
+	Name     string `json:"name"`
+	PeerHost string `json:"peer_host"`
+	PeerPort int    `json:"peer_port"`
+}
+
+type queueJSON struct {
+	Name                      string     `json:"name"`
+	VHost                     string     `json:"vhost"`
+	Durable                   bool       `json:"durable"`
+	AutoDelete                bool       `json:"auto_delete"`
+	Exclusive                 bool       `json:"exclusive"`
+	Arguments                 table      `json:"arguments"`
+	Node                      string     `json:"node"`
+	State                     string     `json:"state"`
+	Type                      string     `json:"type"`
+	Messages                  int        `json:"messages"`
+	MessagesReady             int        `json:"messages_ready"`
+	MessagesUnacknowledged    int        `json:"messages_unacknowledged"`
+	MessagesRAM               int        `json:"messages_ram"`
+	MessagesReadyRAM          int        `json:"messages_ready_ram"`
+	MessageBytesReady         int64      `json:"message_bytes_ready"`
+	Consumers                 int        `json:"consumers"`
+	Memory                    int64      `json:"memory"`
+	ExclusiveConsumerTag      *string    `json:"exclusive_consumer_tag"`
+	Policy                    *string    `json:"policy"`
+	OperatorPolicy            *string    `json:"operator_policy"`
+	EffectivePolicyDefinition table      `json:"effective_policy_definition"`
+	OwnerPidDetails           *ownerJSON `json:"owner_pid_details,omitempty"`
+	// Single-queue GET only.
+	ConsumerDetails *[]consumerJSON `json:"consumer_details,omitempty"`
+	Deliveries      *[]any          `json:"deliveries,omitempty"`
+	Incoming        *[]any          `json:"incoming,omitempty"`
+}
+
+func toQueue(node string, q server.QueueInfo, owner *server.ConnectionInfo) queueJSON {
+	j := queueJSON{
+		Name: q.Name, VHost: q.VHost, Durable: q.Durable, AutoDelete: q.AutoDelete, Exclusive: q.Exclusive,
+		Arguments: tableJSON(q.Args), Node: node, State: stateRunning, Type: "classic",
+		Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
+		MessagesRAM: q.Ready + q.Unacked, MessagesReadyRAM: q.Ready, MessageBytesReady: q.ReadyBytes,
+		Consumers: q.Consumers, Memory: q.Memory, EffectivePolicyDefinition: table{},
+	}
+	if q.ExclusiveConsumer != "" {
+		tag := q.ExclusiveConsumer
+		j.ExclusiveConsumerTag = &tag
+	}
+	if owner != nil {
+		j.OwnerPidDetails = &ownerJSON{Name: owner.Name, PeerHost: owner.PeerHost, PeerPort: owner.PeerPort}
+	}
+	return j
+}
+
+type bindingJSON struct {
+	Source          string `json:"source"`
+	VHost           string `json:"vhost"`
+	Destination     string `json:"destination"`
+	DestinationType string `json:"destination_type"`
+	RoutingKey      string `json:"routing_key"`
+	Arguments       table  `json:"arguments"`
+	PropertiesKey   string `json:"properties_key"`
+}
+
+func toBinding(b server.BindingInfo) bindingJSON {
+	return bindingJSON{
+		Source: b.Source, VHost: b.VHost, Destination: b.Destination, DestinationType: b.DestinationType,
+		RoutingKey: b.RoutingKey, Arguments: tableJSON(b.Args), PropertiesKey: propertiesKey(b.RoutingKey, b.Args),
+	}
+}
+
+// propertiesKey identifies a binding among those between the same source
+// and destination, in RabbitMQ's form: the routing key quoted (with "~"
+// escaped), then "~" and a hash of the arguments when there are any. The
+// hash is Warren's own (RabbitMQ's hashes Erlang terms); clients treat the
+// key as opaque.
+func propertiesKey(key string, args map[string]any) string {
+	q := strings.ReplaceAll(url.QueryEscape(key), "~", "%7E")
+	if len(args) == 0 {
+		if key == "" {
+			return "~"
+		}
+		return q
+	}
+	enc, _ := encodeTable(args)
+	sum := sha256.Sum256(enc)
+	return q + "~" + base64.RawURLEncoding.EncodeToString(sum[:4])
+}
+
+type connectionJSON struct {
+	Name                   string `json:"name"`
+	Node                   string `json:"node"`
+	VHost                  string `json:"vhost"`
+	User                   string `json:"user"`
+	UserWhoPerformedAction string `json:"user_who_performed_action"`
+	State                  string `json:"state"`
+	Type                   string `json:"type"`
+	Protocol               string `json:"protocol"`
+	Host                   string `json:"host"`
+	Port                   int    `json:"port"`
+	PeerHost               string `json:"peer_host"`
+	PeerPort               int    `json:"peer_port"`
+	SSL                    bool   `json:"ssl"`
+	Channels               int    `json:"channels"`
+	ChannelMax             int    `json:"channel_max"`
+	FrameMax               int    `json:"frame_max"`
+	Timeout                int    `json:"timeout"`
+	ClientProperties       table  `json:"client_properties"`
+}
+
+func toConnection(node string, c server.ConnectionInfo) connectionJSON {
+	caps := table{}
+	for k, v := range c.ClientCaps {
+		caps[k] = v
+	}
+	props := table{}
+	if len(caps) > 0 {
+		props["capabilities"] = caps
+	}
+	return connectionJSON{
+		Name: c.Name, Node: node, VHost: c.VHost, User: c.User, UserWhoPerformedAction: c.User,
+		State: stateRunning, Type: "network", Protocol: protocolName, Host: c.Host, Port: c.Port,
+		PeerHost: c.PeerHost, PeerPort: c.PeerPort, Channels: c.Channels, ChannelMax: int(c.ChannelMax),
+		FrameMax: int(c.FrameMax), Timeout: int(c.Heartbeat / time.Second), ClientProperties: props,
+	}
+}
+
+type connDetailsJSON struct {
+	Name     string `json:"name"`
+	PeerHost string `json:"peer_host"`
+	PeerPort int    `json:"peer_port"`
+}
+
+type channelJSON struct {
+	Name                   string          `json:"name"`
+	Node                   string          `json:"node"`
+	Number                 int             `json:"number"`
+	User                   string          `json:"user"`
+	UserWhoPerformedAction string          `json:"user_who_performed_action"`
+	VHost                  string          `json:"vhost"`
+	State                  string          `json:"state"`
+	ConnectionDetails      connDetailsJSON `json:"connection_details"`
+	ConsumerCount          int             `json:"consumer_count"`
+	MessagesUnacknowledged int             `json:"messages_unacknowledged"`
+	PrefetchCount          int             `json:"prefetch_count"`
+	GlobalPrefetchCount    int             `json:"global_prefetch_count"`
+}
+
+func channelName(conn string, n uint16) string { return sprintf("%s (%d)", conn, n) }
+
+func toChannel(node string, c server.ChannelInfo, conn server.ConnectionInfo) channelJSON {
+	return channelJSON{
+		Name: channelName(c.Connection, c.Number), Node: node, Number: int(c.Number), User: c.User,
+		UserWhoPerformedAction: c.User, VHost: c.VHost, State: stateRunning,
+		ConnectionDetails: connDetailsJSON{Name: c.Connection, PeerHost: conn.PeerHost, PeerPort: conn.PeerPort},
+		ConsumerCount:     c.Consumers, MessagesUnacknowledged: c.Unacked,
+		PrefetchCount: c.Prefetch, GlobalPrefetchCount: c.GlobalPrefetch,
+	}
+}
+
+type chanDetailsJSON struct {
+	Name           string `json:"name"`
+	ConnectionName string `json:"connection_name"`
+	Node           string `json:"node"`
+	Number         int    `json:"number"`
+	PeerHost       string `json:"peer_host"`
+	PeerPort       int    `json:"peer_port"`
+	User           string `json:"user"`
+}
+
+type queueRefJSON struct {
+	Name  string `json:"name"`
+	VHost string `json:"vhost"`
+}
+
+type consumerJSON struct {
+	ConsumerTag    string          `json:"consumer_tag"`
+	Queue          queueRefJSON    `json:"queue"`
+	ChannelDetails chanDetailsJSON `json:"channel_details"`
+	AckRequired    bool            `json:"ack_required"`
+	Exclusive      bool            `json:"exclusive"`
+	PrefetchCount  int             `json:"prefetch_count"`
+	Arguments      table           `json:"arguments"`
+	Active         bool            `json:"active"`
+	ActivityStatus string          `json:"activity_status"`
+}
+
+func toConsumer(node string, c server.ConsumerInfo) consumerJSON {
+	return consumerJSON{
+		ConsumerTag: c.Tag, Queue: queueRefJSON{Name: c.Queue, VHost: c.VHost},
+		ChannelDetails: chanDetailsJSON{
+			Name: channelName(c.Connection, c.Channel), ConnectionName: c.Connection, Node: node,
+			Number: int(c.Channel), PeerHost: c.PeerHost, PeerPort: c.PeerPort, User: c.User,
+		},
+		AckRequired: c.AckRequired, Exclusive: c.Exclusive, PrefetchCount: c.Prefetch,
+		Arguments: table{}, Active: true, ActivityStatus: "up",
+	}
+}
+
+type vhostMetaJSON struct {
+	Description string   `json:"description"`
+	Tags        []string `json:"tags"`
+}
+
+type vhostJSON struct {
+	Name                   string            `json:"name"`
+	Description            string            `json:"description"`
+	Tags                   []string          `json:"tags"`
+	Metadata               vhostMetaJSON     `json:"metadata"`
+	DefaultQueueType       string            `json:"default_queue_type"`
+	Tracing                bool              `json:"tracing"`
+	ClusterState           map[string]string `json:"cluster_state"`
+	Messages               int               `json:"messages"`
+	MessagesReady          int               `json:"messages_ready"`
+	MessagesUnacknowledged int               `json:"messages_unacknowledged"`
+}
+
+func toVHost(node string, v server.VHostInfo) vhostJSON {
+	desc := ""
+	if v.Name == "/" {
+		desc = "Default virtual host"
+	}
+	return vhostJSON{
+		Name: v.Name, Description: desc, Tags: []string{}, Metadata: vhostMetaJSON{Description: desc, Tags: []string{}},
+		DefaultQueueType: "classic", ClusterState: map[string]string{node: stateRunning},
+		Messages: v.Messages, MessagesReady: v.Ready, MessagesUnacknowledged: v.Unacked,
+	}
+}
+
+type userJSON struct {
+	Name             string   `json:"name"`
+	PasswordHash     string   `json:"password_hash"`
+	HashingAlgorithm string   `json:"hashing_algorithm"`
+	Tags             []string `json:"tags"`
+	Limits           table    `json:"limits"`
+}
+
+// adminTags are every configured user's tags: Warren has no permission
+// model yet, so each user can do everything, as RabbitMQ's administrator.
+var adminTags = []string{"administrator"}
+
+// toUser describes a configured user with its password hash (see
+// server.PasswordHash).
+func toUser(name, hash string) userJSON {
+	return userJSON{
+		Name: name, PasswordHash: hash,
+		HashingAlgorithm: "rabbit_password_hashing_sha256", Tags: adminTags, Limits: table{},
+	}
+}
+
+type whoamiJSON struct {
+	Name string   `json:"name"`
+	Tags []string `json:"tags"`
+}
+
+type permissionJSON struct {
+	User      string `json:"user"`
+	VHost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
+}
+
+type objectTotalsJSON struct {
+	Channels    int `json:"channels"`
+	Connections int `json:"connections"`
+	Consumers   int `json:"consumers"`
+	Exchanges   int `json:"exchanges"`
+	Queues      int `json:"queues"`
+}
+
+type queueTotalsJSON struct {
+	Messages               int `json:"messages"`
+	MessagesReady          int `json:"messages_ready"`
+	MessagesUnacknowledged int `json:"messages_unacknowledged"`
+}
+
+type listenerJSON struct {
+	Node      string `json:"node"`
+	Protocol  string `json:"protocol"`
+	IPAddress string `json:"ip_address"`
+	Port      int    `json:"port"`
+}
+
+type contextJSON struct {
+	Node        string `json:"node"`
+	Description string `json:"description"`
+	Path        string `json:"path"`
+	Port        string `json:"port"`
+}
+
+type exchangeTypeJSON struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Enabled     bool   `json:"enabled"`
+}
+
+var exchangeTypes = []exchangeTypeJSON{
+	{"direct", "AMQP direct exchange, as per the AMQP specification", true},
+	{"fanout", "AMQP fanout exchange, as per the AMQP specification", true},
+	{"headers", "AMQP headers exchange, as per the AMQP specification", true},
+	{"topic", "AMQP topic exchange, as per the AMQP specification", true},
+}
+
+type overviewJSON struct {
+	ManagementVersion string             `json:"management_version"`
+	RatesMode         string             `json:"rates_mode"`
+	ExchangeTypes     []exchangeTypeJSON `json:"exchange_types"`
+	ProductVersion    string             `json:"product_version"`
+	ProductName       string             `json:"product_name"`
+	RabbitMQVersion   string             `json:"rabbitmq_version"`
+	ClusterName       string             `json:"cluster_name"`
+	Node              string             `json:"node"`
+	DisableStats      bool               `json:"disable_stats"`
+	ObjectTotals      objectTotalsJSON   `json:"object_totals"`
+	QueueTotals       queueTotalsJSON    `json:"queue_totals"`
+	Listeners         []listenerJSON     `json:"listeners"`
+	Contexts          []contextJSON      `json:"contexts"`
+}
+
+type nodeJSON struct {
+	Name           string             `json:"name"`
+	Type           string             `json:"type"`
+	Running        bool               `json:"running"`
+	Uptime         int64              `json:"uptime"` // milliseconds
+	OSPid          string             `json:"os_pid"`
+	Processors     int                `json:"processors"`
+	MemUsed        uint64             `json:"mem_used"`
+	MemAlarm       bool               `json:"mem_alarm"`
+	DiskFree       uint64             `json:"disk_free"`
+	DiskFreeAlarm  bool               `json:"disk_free_alarm"`
+	FDUsed         int                `json:"fd_used"`
+	FDTotal        uint64             `json:"fd_total"`
+	ProcUsed       int                `json:"proc_used"`
+	RatesMode      string             `json:"rates_mode"`
+	DBDir          string             `json:"db_dir"`
+	Partitions     []string           `json:"partitions"`
+	ExchangeTypes  []exchangeTypeJSON `json:"exchange_types"`
+	AuthMechanisms []exchangeTypeJSON `json:"auth_mechanisms"`
+	Contexts       []contextJSON      `json:"contexts"`
+	IOSyncCount    uint64             `json:"io_sync_count"`
+	IOSyncAvgTime  float64            `json:"io_sync_avg_time"` // milliseconds
+	MsgStoreWrite  uint64             `json:"msg_store_write_count"`
+}
+
+var authMechanisms = []exchangeTypeJSON{
+	{"PLAIN", "SASL PLAIN authentication mechanism", true},
+	{"AMQPLAIN", "QPid AMQPLAIN mechanism", true},
+}
+
+// nodeInfo describes this process as a RabbitMQ node.
+func (s *Server) nodeInfo() nodeJSON {
+	o := s.broker.Overview()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	n := nodeJSON{
+		Name: o.Node, Type: "disc", Running: true, Uptime: o.Uptime.Milliseconds(),
+		OSPid: sprintf("%d", os.Getpid()), Processors: runtime.NumCPU(), MemUsed: residentMemory(ms.Sys),
+		ProcUsed: runtime.NumGoroutine(), RatesMode: "none", DBDir: s.broker.DataDir(), Partitions: []string{},
+		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms, Contexts: s.contexts(o.Node),
+		IOSyncCount: o.StoreStats.Commits, MsgStoreWrite: o.StoreStats.Messages,
+	}
+	if o.StoreStats.Commits > 0 {
+		n.IOSyncAvgTime = float64(o.StoreStats.FsyncTotal) / float64(o.StoreStats.Commits) / float64(time.Millisecond)
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(s.broker.DataDir(), &st) == nil {
+		n.DiskFree = st.Bavail * uint64(st.Bsize)
+	}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		n.FDUsed = len(ents)
+	}
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		n.FDTotal = rl.Cur
+	}
+	return n
+}
+
+// residentMemory reads the process's resident set from /proc, falling back
+// to the Go runtime's view.
+func residentMemory(fallback uint64) uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return fallback
+	}
+	var size, rss uint64
+	if _, err := fmt.Sscan(string(b), &size, &rss); err != nil {
+		return fallback
+	}
+	return rss * uint64(os.Getpagesize())
+}
+
+func (s *Server) contexts(node string) []contextJSON {
+	_, port := splitHostPort(s.addrString())
+	return []contextJSON{{Node: node, Description: "Warren Management", Path: "/", Port: port}}
+}
+
+func (s *Server) addrString() string {
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.opts.Listen
+}
+
+func (s *Server) overview() overviewJSON {
+	o := s.broker.Overview()
+	amqpHost, amqpPort := splitHostPort(o.Listen)
+	httpHost, httpPort := splitHostPort(s.addrString())
+	return overviewJSON{
+		ManagementVersion: server.Version(), RatesMode: "none", ExchangeTypes: exchangeTypes,
+		ProductVersion: server.Version(), ProductName: "Warren", RabbitMQVersion: server.Version(),
+		ClusterName: o.ClusterName, Node: o.Node,
+		ObjectTotals: objectTotalsJSON{
+			Channels: o.Channels, Connections: o.Connections, Consumers: o.Consumers, Exchanges: o.Exchanges, Queues: o.Queues,
+		},
+		QueueTotals: queueTotalsJSON{Messages: o.Messages, MessagesReady: o.Ready, MessagesUnacknowledged: o.Unacked},
+		Listeners: []listenerJSON{
+			{Node: o.Node, Protocol: "amqp", IPAddress: amqpHost, Port: atoi(amqpPort)},
+			{Node: o.Node, Protocol: "http", IPAddress: httpHost, Port: atoi(httpPort)},
+		},
+		Contexts: s.contexts(o.Node),
+	}
+}
