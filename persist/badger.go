@@ -1,8 +1,10 @@
 package persist
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -10,8 +12,9 @@ import (
 )
 
 const (
-	defaultGCInterval = time.Minute
-	valueThreshold    = 1 << 10
+	defaultGCInterval   = time.Minute
+	defaultTrimInterval = time.Second
+	valueThreshold      = 1 << 10
 )
 
 // Open opens (or creates) the Badger store in dir and recovers it: see
@@ -34,7 +37,10 @@ func Open(dir string, opts Options) (Store, error) {
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(8)
+		WithNumLevelZeroTablesStall(8).
+		// Badger writes and reads the value log through mmap, so its pages
+		// count in RSS while a file is mapped; small files keep that bounded.
+		WithValueLogFileSize(64 << 20)
 	if opts.Logger != nil {
 		bo = bo.WithLogger(badgerLogger{opts.Logger})
 	} else {
@@ -49,7 +55,7 @@ func Open(dir string, opts Options) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", dir, err)
 	}
-	k := &badgerKV{db: db, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{})}
+	k := &badgerKV{db: db, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
 	e, err := newEngine(k, opts.Logger)
 	if err != nil {
 		if cerr := db.Close(); cerr != nil {
@@ -66,6 +72,11 @@ func Open(dir string, opts Options) (Store, error) {
 	} else {
 		close(k.gcDone)
 	}
+	if abs, err := filepath.Abs(dir); err == nil && opts.TrimInterval >= 0 {
+		go k.runTrim(abs, cmp.Or(opts.TrimInterval, defaultTrimInterval))
+	} else {
+		close(k.trimDone)
+	}
 	return e, nil
 }
 
@@ -74,6 +85,7 @@ type badgerKV struct {
 	threshold int64
 	stop      chan struct{} // closed by close: the GC goroutine exits
 	gcDone    chan struct{} // closed when the GC goroutine has exited
+	trimDone  chan struct{} // closed when the trim goroutine has exited
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -107,10 +119,27 @@ func (k *badgerKV) runGC(interval time.Duration, logf func(string, ...any)) {
 	}
 }
 
+// runTrim drops the store's mapped file pages from the process's resident
+// set every interval until close (see trimMapped).
+func (k *badgerKV) runTrim(dir string, interval time.Duration) {
+	defer close(k.trimDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+			trimMapped(dir)
+		}
+	}
+}
+
 func (k *badgerKV) close() error {
 	k.closeOnce.Do(func() {
 		close(k.stop)
 		<-k.gcDone
+		<-k.trimDone
 		k.closeErr = k.db.Close()
 	})
 	return k.closeErr

@@ -192,6 +192,10 @@ type Options struct {
 	// NoSync turns off fsync on commit. Only for benchmarks: with it, a
 	// done(nil) does not mean the op survives a power loss.
 	NoSync bool
+	// TrimInterval is how often the pages of the store's mapped files are
+	// dropped from the process's resident set (default 1 s; negative
+	// disables it). See trimMapped.
+	TrimInterval time.Duration
 	// MemTableSize overrides Badger's memtable size (bytes) when > 0. The
 	// largest transaction is about 15% of it.
 	MemTableSize int64
