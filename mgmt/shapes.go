@@ -339,6 +339,13 @@ type contextJSON struct {
 	Port        string `json:"port"`
 }
 
+// nodeContextJSON is a context as /api/nodes shows it (without the node).
+type nodeContextJSON struct {
+	Description string `json:"description"`
+	Path        string `json:"path"`
+	Port        string `json:"port"`
+}
+
 type exchangeTypeJSON struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
@@ -387,7 +394,7 @@ type nodeJSON struct {
 	Partitions     []string           `json:"partitions"`
 	ExchangeTypes  []exchangeTypeJSON `json:"exchange_types"`
 	AuthMechanisms []exchangeTypeJSON `json:"auth_mechanisms"`
-	Contexts       []contextJSON      `json:"contexts"`
+	Contexts       []nodeContextJSON  `json:"contexts"`
 	IOSyncCount    uint64             `json:"io_sync_count"`
 	IOSyncAvgTime  float64            `json:"io_sync_avg_time"` // milliseconds
 	MsgStoreWrite  uint64             `json:"msg_store_write_count"`
@@ -407,8 +414,11 @@ func (s *Server) nodeInfo() nodeJSON {
 		Name: o.Node, Type: "disc", Running: true, Uptime: o.Uptime.Milliseconds(),
 		OSPid: sprintf("%d", os.Getpid()), Processors: runtime.NumCPU(), MemUsed: residentMemory(ms.Sys),
 		ProcUsed: runtime.NumGoroutine(), RatesMode: "none", DBDir: s.broker.DataDir(), Partitions: []string{},
-		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms, Contexts: s.contexts(o.Node),
+		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms,
 		IOSyncCount: o.StoreStats.Commits, MsgStoreWrite: o.StoreStats.Messages,
+	}
+	for _, c := range s.contexts(o.Node) {
+		n.Contexts = append(n.Contexts, nodeContextJSON{Description: c.Description, Path: c.Path, Port: c.Port})
 	}
 	if o.StoreStats.Commits > 0 {
 		n.IOSyncAvgTime = float64(o.StoreStats.FsyncTotal) / float64(o.StoreStats.Commits) / float64(time.Millisecond)
