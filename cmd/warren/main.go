@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -44,6 +45,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "console or json")
 	pprofListen := fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
+	mgmtListen := fs.String("mgmt-listen", "0.0.0.0:15672", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,6 +92,23 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *mgmtListen != "" && *mgmtListen != "off" {
+		// A taken port (another broker's management plugin, say) leaves the
+		// broker running without its management API.
+		mg := mgmt.New(srv, mgmt.Options{Listen: *mgmtListen, Log: &log})
+		if err := mg.Listen(); err != nil {
+			log.Error().Err(err).Msg("management API not started (--mgmt-listen)")
+		} else {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if err := mg.Serve(ctx); err != nil {
+					log.Error().Err(err).Msg("management API stopped")
+				}
+			}()
+			defer func() { stop(); <-done }()
+		}
+	}
 	return srv.Serve(ctx)
 }
 
