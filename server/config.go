@@ -31,9 +31,22 @@ type Config struct {
 	MaxMessageSize uint64
 	// Log receives the broker's structured logs (default: disabled).
 	Log *zerolog.Logger
+	// MemoryHighWatermark is the fraction of the machine's memory above
+	// which publishers are blocked (default 0.4, RabbitMQ's);
+	// MemoryHighWatermarkBytes, when set, is an absolute limit instead.
+	MemoryHighWatermark      float64
+	MemoryHighWatermarkBytes uint64
+	// DiskFreeLimit is the free space under DataDir below which publishers
+	// are blocked (default 50 MB, RabbitMQ's).
+	DiskFreeLimit uint64
+	// AlarmInterval is how often memory and disk are checked (default 1 s).
+	AlarmInterval time.Duration
 	// QueueWindow is how many ready messages a durable queue keeps in
 	// memory; the rest wait in the store (default 2048).
 	QueueWindow int
+	// OnStart, if set, is called with the server once New has built it
+	// (tests use it to reach the server behind servertest).
+	OnStart func(*Server)
 	// Store is the durable store (default: Badger in DataDir). The server
 	// closes it when Serve returns.
 	Store persist.Store
@@ -63,6 +76,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 128 << 20
+	}
+	if c.MemoryHighWatermark == 0 {
+		c.MemoryHighWatermark = 0.4
+	}
+	if c.DiskFreeLimit == 0 {
+		c.DiskFreeLimit = 50_000_000
+	}
+	if c.AlarmInterval == 0 {
+		c.AlarmInterval = time.Second
 	}
 	if c.QueueWindow <= 0 {
 		c.QueueWindow = 2048

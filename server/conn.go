@@ -44,6 +44,7 @@ type conn struct {
 	closing bool
 
 	forceOnce sync.Once
+	quit      chan struct{} // closed when the broker closes the connection
 
 	consMu    sync.Mutex
 	consumers map[*consumer]struct{}
@@ -64,6 +65,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		log:      s.log.With().Uint64("conn", id).Str("peer", nc.RemoteAddr().String()).Logger(),
 		out:      newOutbox(),
 		channels: map[uint16]*channel{},
+		quit:     make(chan struct{}),
 		frameMax: amqp.FrameMinSize,
 	}
 }
@@ -121,6 +123,7 @@ func (c *conn) serve() {
 // any goroutine.
 func (c *conn) forceClose(reason string) {
 	c.forceOnce.Do(func() {
+		close(c.quit)
 		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
 		// Give the client a moment to answer close-ok, then cut the socket.
 		time.AfterFunc(2*time.Second, func() { c.nc.Close() })
@@ -239,6 +242,11 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		}
 		if f.Channel == 0 {
 			return c.handleConnectionMethod(m)
+		}
+		if _, ok := m.(*amqp.BasicPublish); ok {
+			if err := c.waitUnblocked(); err != nil {
+				return err
+			}
 		}
 		return c.handleChannelMethod(f.Channel, m)
 	case amqp.FrameHeader, amqp.FrameBody:

@@ -30,6 +30,8 @@ type Server struct {
 	store persist.Store
 	msgID atomic.Uint64 // last message id handed to the store
 
+	alarms *alarmState
+
 	replyMu sync.Mutex
 	replyTo map[string]*consumer // direct reply-to names -> their consumers
 
@@ -60,10 +62,18 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.Store = st
 	}
 	s.store = cfg.Store
+	limit := cfg.MemoryHighWatermarkBytes
+	if limit == 0 {
+		limit = memoryLimit(cfg.MemoryHighWatermark)
+	}
+	s.alarms = newAlarmState(limit)
 	s.vhosts["/"] = newVhost(s, "/")
 	if err := s.recoverDefinitions(); err != nil {
 		s.store.Close()
 		return nil, err
+	}
+	if cfg.OnStart != nil {
+		cfg.OnStart(s)
 	}
 	return s, nil
 }
@@ -101,6 +111,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("accepting AMQP connections")
 	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
 	defer stop()
+	alarmCtx, stopAlarms := context.WithCancel(ctx)
+	alarmsDone := make(chan struct{})
+	go func() { defer close(alarmsDone); s.runAlarms(alarmCtx) }()
+	defer func() { stopAlarms(); <-alarmsDone }()
 	var delay time.Duration
 	for {
 		nc, err := s.ln.Accept()
