@@ -279,3 +279,53 @@ func TestAdminDurable(t *testing.T) {
 		t.Errorf("store stats = %+v", st)
 	}
 }
+
+// TestAdminSnapshotsRace takes snapshots while connections come and go,
+// mid-handshake included, with and without heartbeats, opening channels and
+// consumers; run it with -race.
+func TestAdminSnapshotsRace(t *testing.T) {
+	srv, url := startAdminBroker(t)
+	_, ch := dial(t, url)
+	if _, err := ch.QueueDeclare("race.q", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			srv.Connections()
+			srv.Channels()
+			srv.Consumers("")
+			srv.Overview()
+			srv.Queues("")
+			srv.Bindings("")
+		}
+	}()
+	for i := range 30 {
+		cfg := amqp091.Config{Heartbeat: time.Duration(i%2) * 10 * time.Second}
+		c, err := amqp091.DialConfig(url, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if _, err := cch.Consume("race.q", "", false, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cch2, _ := c.Channel()
+		cch2.Close()
+		c.Close()
+	}
+	close(stop)
+	<-done
+}
