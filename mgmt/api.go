@@ -226,9 +226,9 @@ func (s *Server) getExchange(q *request) error {
 func (s *Server) putExchange(q *request) error {
 	var body struct {
 		Type       string         `json:"type"`
-		Durable    *bool          `json:"durable"`
-		AutoDelete bool           `json:"auto_delete"`
-		Internal   bool           `json:"internal"`
+		Durable    flexBool       `json:"durable"`
+		AutoDelete flexBool       `json:"auto_delete"`
+		Internal   flexBool       `json:"internal"`
 		Arguments  map[string]any `json:"arguments"`
 	}
 	if err := q.decode(&body); err != nil {
@@ -249,8 +249,8 @@ func (s *Server) putExchange(q *request) error {
 	}
 	defer a.Close()
 	err = a.DeclareExchange(server.ExchangeDecl{
-		Name: name, Type: body.Type, Durable: body.Durable == nil || *body.Durable,
-		AutoDelete: body.AutoDelete, Internal: body.Internal, Args: args,
+		Name: name, Type: body.Type, Durable: body.Durable.or(true),
+		AutoDelete: body.AutoDelete.or(false), Internal: body.Internal.or(false), Args: args,
 	})
 	if err != nil {
 		return err
@@ -385,8 +385,8 @@ func (s *Server) getQueue(q *request) error {
 
 func (s *Server) putQueue(q *request) error {
 	var body struct {
-		Durable    *bool          `json:"durable"`
-		AutoDelete bool           `json:"auto_delete"`
+		Durable    flexBool       `json:"durable"`
+		AutoDelete flexBool       `json:"auto_delete"`
 		Arguments  map[string]any `json:"arguments"`
 		Node       string         `json:"node"`
 	}
@@ -404,7 +404,7 @@ func (s *Server) putQueue(q *request) error {
 		return err
 	}
 	defer a.Close()
-	err = a.DeclareQueue(server.QueueDecl{Name: name, Durable: body.Durable == nil || *body.Durable, AutoDelete: body.AutoDelete, Args: args})
+	err = a.DeclareQueue(server.QueueDecl{Name: name, Durable: body.Durable.or(true), AutoDelete: body.AutoDelete.or(false), Args: args})
 	if err != nil {
 		return err
 	}
@@ -439,11 +439,11 @@ type messageJSON struct {
 
 func (s *Server) getMessages(q *request) error {
 	var body struct {
-		Count    any    `json:"count"`
-		AckMode  string `json:"ackmode"`
-		Encoding string `json:"encoding"`
-		Truncate any    `json:"truncate"`
-		Requeue  any    `json:"requeue"` // before RabbitMQ 3.7
+		Count    any      `json:"count"`
+		AckMode  string   `json:"ackmode"`
+		Encoding string   `json:"encoding"`
+		Truncate any      `json:"truncate"`
+		Requeue  flexBool `json:"requeue"` // before RabbitMQ 3.7
 	}
 	if err := q.decode(&body); err != nil {
 		return err
@@ -458,11 +458,11 @@ func (s *Server) getMessages(q *request) error {
 	}
 	mode, ok := server.ParseAckMode(body.AckMode)
 	if !ok {
-		if body.AckMode != "" || body.Requeue == nil {
+		if body.AckMode != "" || !body.Requeue.Set {
 			return badRequest("ackmode must be one of ack_requeue_true, ack_requeue_false, reject_requeue_true, reject_requeue_false")
 		}
 		mode = server.AckRequeueTrue
-		if r, _ := body.Requeue.(bool); !r {
+		if !body.Requeue.Value {
 			mode = server.AckRequeueFalse
 		}
 	}

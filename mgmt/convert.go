@@ -272,3 +272,32 @@ func payloadJSON(body []byte, encoding string, truncate int) (string, string) {
 	}
 	return base64.StdEncoding.EncodeToString(body), "base64"
 }
+
+// flexBool is a JSON boolean that also accepts the strings "true" and
+// "false", as RabbitMQ does (rabbitmqadmin sends them); Set reports
+// whether the field was present.
+type flexBool struct {
+	Set   bool
+	Value bool
+}
+
+func (b *flexBool) UnmarshalJSON(data []byte) error {
+	switch string(data) {
+	case "true", `"true"`:
+		*b = flexBool{true, true}
+	case "false", `"false"`:
+		*b = flexBool{true, false}
+	case "null":
+	default:
+		return fmt.Errorf("want true or false, got %s", data)
+	}
+	return nil
+}
+
+// or returns the value, or def when absent.
+func (b flexBool) or(def bool) bool {
+	if b.Set {
+		return b.Value
+	}
+	return def
+}

@@ -179,6 +179,14 @@ func TestQueueLifecycle(t *testing.T) {
 	if !strings.Contains(string(out), "x-max-length") {
 		t.Fatalf("bad arg: %s", out)
 	}
+	// rabbitmqadmin sends booleans as strings.
+	e.expect("PUT", "/api/queues/%2F/strbool", map[string]any{"durable": "false", "auto_delete": "true"}, 201)
+	var sb map[string]any
+	e.getJSON("/api/queues/%2F/strbool", &sb)
+	if sb["durable"] != false || sb["auto_delete"] != true {
+		t.Fatalf("string booleans: %v", sb)
+	}
+	e.expect("PUT", "/api/queues/%2F/strbool2", map[string]any{"durable": "maybe"}, 400)
 	// A queue name holding a slash.
 	e.expect("PUT", "/api/queues/%2F/"+url.PathEscape("a/b"), map[string]any{"durable": false}, 201)
 	var q map[string]any
