@@ -17,6 +17,8 @@
 #                     script builds Warren from the git HEAD of the checkout
 #                     into a temp dir and starts it on 127.0.0.1:5680
 #   RABBIT_PID        RabbitMQ's OS pid (default: pgrep beam.smp)
+#   FRESH_WARREN=1    restart the script-started Warren before each of its
+#                     runs (0: one Warren process for the whole run)
 #   OUT=dir           where per-run JSON files go (default: a temp dir)
 #   UPDATE_MD=1       also replace the results section of BENCHMARKS.md
 set -uo pipefail
@@ -31,6 +33,7 @@ else
 	DUR=${DUR:-10}
 fi
 CONNS=${CONNS:-800}
+FRESH_WARREN=${FRESH_WARREN:-1}
 WARREN_PORT=${WARREN_PORT:-5680}
 WARREN_URL=${WARREN_URL:-amqp://guest:guest@127.0.0.1:$WARREN_PORT/}
 RABBIT_URL=${RABBIT_URL:-amqp://guest:guest@127.0.0.1:5672/}
@@ -53,12 +56,14 @@ PERF=$SRC/warren-perf
 (cd "$SRC" && go build -o "$PERF" ./cmd/warren-perf) || { log "build warren-perf failed"; exit 1; }
 
 STARTED_WARREN=
+DATADIRS=()
 start_warren() {
 	if [[ ! -x $SRC/warren ]]; then
 		(cd "$SRC" && go build -o "$SRC/warren" ./cmd/warren) || { log "build warren failed"; exit 1; }
 	fi
 	local dd
 	dd=$(mktemp -d /tmp/warren-bench-data.XXXXXX)
+	DATADIRS+=("$dd")
 	if (: </dev/tcp/127.0.0.1/"$WARREN_PORT") 2>/dev/null; then
 		log "port $WARREN_PORT is already taken; stop that broker or pass WARREN_PID/WARREN_URL"
 		exit 1
@@ -75,7 +80,7 @@ start_warren() {
 }
 cleanup() {
 	if [[ -n $STARTED_WARREN ]]; then kill "$STARTED_WARREN" 2>/dev/null; fi
-	rm -rf "$SRC"
+	rm -rf "$SRC" "${DATADIRS[@]}"
 }
 trap cleanup EXIT
 if [[ -z ${WARREN_PID:-} ]]; then
@@ -112,6 +117,13 @@ run_one() { # name broker round args...
 	shift 3
 	local url pid
 	if [[ $broker == warren ]]; then
+		if [[ -n $STARTED_WARREN && $FRESH_WARREN == 1 ]] && kill -0 "$WARREN_PID" 2>/dev/null; then
+			# A fresh process per run, so that peak RSS (and s8's RSS
+			# per connection) does not inherit the Go heap of earlier runs.
+			kill "$WARREN_PID"
+			wait "$WARREN_PID" 2>/dev/null
+			start_warren
+		fi
 		if ! kill -0 "$WARREN_PID" 2>/dev/null; then
 			log "WARREN DIED (pid $WARREN_PID) before $name round $round; see $OUT/warren.log"
 			echo "$name round $round: warren was not running" >>"$OUT/warren-deaths.txt"
