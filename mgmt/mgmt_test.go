@@ -3,6 +3,7 @@ package mgmt_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -397,5 +398,23 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+func TestLargeMessage(t *testing.T) {
+	e := start(t)
+	e.expect("PUT", "/api/queues/%2F/big", map[string]any{"durable": true}, 201)
+	body := bytes.Repeat([]byte{0, 1, 2, 250, 'x'}, 100_000) // not UTF-8, several frames
+	enc := base64.StdEncoding.EncodeToString(body)
+	e.expect("POST", "/api/exchanges/%2F/amq.default/publish",
+		map[string]any{"routing_key": "big", "payload": enc, "payload_encoding": "base64", "properties": map[string]any{"delivery_mode": "2"}}, 200)
+	var msgs []map[string]any
+	json.Unmarshal(e.expect("POST", "/api/queues/%2F/big/get", map[string]any{"count": "1", "ackmode": "ack_requeue_false", "encoding": "auto"}, 200), &msgs)
+	if len(msgs) != 1 || msgs[0]["payload_encoding"] != "base64" || msgs[0]["payload"] != enc || msgs[0]["payload_bytes"] != float64(len(body)) {
+		t.Fatalf("got %d messages, encoding %v, %v bytes", len(msgs), msgs[0]["payload_encoding"], msgs[0]["payload_bytes"])
+	}
+	json.Unmarshal(e.expect("POST", "/api/queues/%2F/big/get", map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}, 200), &msgs)
+	if len(msgs) != 0 {
+		t.Fatalf("queue not empty after ack: %d", len(msgs))
 	}
 }

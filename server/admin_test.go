@@ -35,7 +35,7 @@ func startAdminBroker(t *testing.T) (*server.Server, string) {
 	return srv, "amqp://guest:guest@" + srv.Addr().String() + "/"
 }
 
-func dial(t *testing.T, url string) (*amqp091.Connection, *amqp091.Channel) {
+func adminDial(t *testing.T, url string) (*amqp091.Connection, *amqp091.Channel) {
 	t.Helper()
 	c, err := amqp091.Dial(url)
 	if err != nil {
@@ -59,7 +59,7 @@ func openAdmin(t *testing.T, srv *server.Server) *server.AdminSession {
 	return a
 }
 
-func amqpCode(err error) uint16 {
+func adminCode(err error) uint16 {
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
 		return ae.Code
@@ -69,7 +69,7 @@ func amqpCode(err error) uint16 {
 
 func TestAdminSnapshots(t *testing.T) {
 	srv, url := startAdminBroker(t)
-	_, ch := dial(t, url)
+	_, ch := adminDial(t, url)
 	if err := ch.ExchangeDeclare("adm.x", "topic", true, false, false, false, amqp091.Table{"alternate-exchange": "amq.fanout"}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestAdminSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, func() bool {
+	adminWaitFor(t, func() bool {
 		q, err := srv.Queue("/", "adm.q")
 		return err == nil && q.Unacked == 1 && q.Ready == 2
 	})
@@ -103,7 +103,7 @@ func TestAdminSnapshots(t *testing.T) {
 	if err != nil || x.Type != "topic" || !x.Durable || x.Args["alternate-exchange"] != "amq.fanout" || x.Bindings != 1 {
 		t.Errorf("exchange = %+v, %v", x, err)
 	}
-	if _, err := srv.Exchange("/", "nope"); amqpCode(err) != amqp.NotFound {
+	if _, err := srv.Exchange("/", "nope"); adminCode(err) != amqp.NotFound {
 		t.Errorf("missing exchange: %v", err)
 	}
 	bs, _ := srv.QueueBindings("/", "adm.q")
@@ -128,7 +128,7 @@ func TestAdminSnapshots(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+func adminWaitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
@@ -147,14 +147,14 @@ func TestAdminActions(t *testing.T) {
 	}
 	// Equivalence rules are the AMQP ones.
 	err := a.DeclareQueue(server.QueueDecl{Name: "act.q", Durable: false})
-	if amqpCode(err) != amqp.PreconditionFailed {
+	if adminCode(err) != amqp.PreconditionFailed {
 		t.Fatalf("inequivalent declare: %v", err)
 	}
 	// The session recovers from the closed channel.
 	if err := a.DeclareExchange(server.ExchangeDecl{Name: "act.x", Type: "fanout", Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.DeclareExchange(server.ExchangeDecl{Name: "act.bad", Type: "nope"}); amqpCode(err) != amqp.CommandInvalid {
+	if err := a.DeclareExchange(server.ExchangeDecl{Name: "act.bad", Type: "nope"}); adminCode(err) != amqp.CommandInvalid {
 		t.Fatalf("bad type: %v", err)
 	}
 	// A hard error ends the session; a new one works.
@@ -174,7 +174,7 @@ func TestAdminActions(t *testing.T) {
 	if err != nil || routed {
 		t.Fatalf("unroutable publish: %v %v", routed, err)
 	}
-	if _, err := a.Publish("no.such.x", "", amqp.Properties{}, nil); amqpCode(err) != amqp.NotFound {
+	if _, err := a.Publish("no.such.x", "", amqp.Properties{}, nil); adminCode(err) != amqp.NotFound {
 		t.Fatalf("publish to missing exchange: %v", err)
 	}
 	if _, err := a.Publish("", "act.q", amqp.Properties{}, []byte("m3")); err != nil {
@@ -201,19 +201,19 @@ func TestAdminActions(t *testing.T) {
 	if err := a.Unbind(b); err != nil || srv.HasBinding(b) {
 		t.Fatalf("unbind: %v", err)
 	}
-	if err := a.DeleteExchange("amq.direct", false); amqpCode(err) != amqp.AccessRefused {
+	if err := a.DeleteExchange("amq.direct", false); adminCode(err) != amqp.AccessRefused {
 		t.Fatalf("delete amq.direct: %v", err)
 	}
 	a = openAdmin(t, srv)
 	if err := a.DeleteExchange("act.x", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.DeleteExchange("act.x", false); amqpCode(err) != amqp.NotFound {
+	if err := a.DeleteExchange("act.x", false); adminCode(err) != amqp.NotFound {
 		t.Fatalf("delete missing exchange: %v", err)
 	}
 
 	// Exclusive queues of other connections can be deleted, as in RabbitMQ.
-	_, ch := dial(t, url)
+	_, ch := adminDial(t, url)
 	if _, err := ch.QueueDeclare("act.excl", false, false, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestAdminActions(t *testing.T) {
 	if _, err := srv.DeleteQueue("/", "act.excl", false, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.DeleteQueue("/", "act.excl", false, false); amqpCode(err) != amqp.NotFound {
+	if _, err := srv.DeleteQueue("/", "act.excl", false, false); adminCode(err) != amqp.NotFound {
 		t.Fatalf("delete missing queue: %v", err)
 	}
 	// Admin sessions are not listed.
@@ -233,7 +233,7 @@ func TestAdminActions(t *testing.T) {
 	if err := srv.CloseConnection(srv.Connections()[0].Name, "bye"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(srv.Connections()) == 0 })
+	adminWaitFor(t, func() bool { return len(srv.Connections()) == 0 })
 }
 
 func TestAdminDurable(t *testing.T) {
@@ -285,7 +285,7 @@ func TestAdminDurable(t *testing.T) {
 // consumers; run it with -race.
 func TestAdminSnapshotsRace(t *testing.T) {
 	srv, url := startAdminBroker(t)
-	_, ch := dial(t, url)
+	_, ch := adminDial(t, url)
 	if _, err := ch.QueueDeclare("race.q", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
