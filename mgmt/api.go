@@ -105,7 +105,7 @@ func (s *Server) getVHosts(q *request) error {
 	for _, v := range s.broker.VHosts() {
 		out = append(out, toVHost(node, v))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) getVHost(q *request) error {
@@ -123,7 +123,7 @@ func (s *Server) getUsers(q *request) error {
 		h, _ := s.broker.PasswordHash(u)
 		out = append(out, toUser(u, h))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) getUser(q *request) error {
@@ -209,7 +209,7 @@ func (s *Server) getExchanges(q *request) error {
 	for _, x := range xs {
 		out = append(out, toExchange(x))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) getExchange(q *request) error {
@@ -331,7 +331,7 @@ func (s *Server) getExchangeBindings(q *request) error {
 			out = append(out, toBinding(b))
 		}
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) ownerIndex() map[string]server.ConnectionInfo {
@@ -360,7 +360,7 @@ func (s *Server) getQueues(q *request) error {
 	for _, qi := range qs {
 		out = append(out, s.queueJSON(node, qi, owners))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) getQueue(q *request) error {
@@ -512,7 +512,7 @@ func (s *Server) getQueueBindings(q *request) error {
 	for _, b := range bs {
 		out = append(out, toBinding(b))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) getBindings(q *request) error {
@@ -524,7 +524,7 @@ func (s *Server) getBindings(q *request) error {
 	for _, b := range bs {
 		out = append(out, toBinding(b))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 // between lists the bindings from {source} to {dest} of destType, after
@@ -684,7 +684,7 @@ func (s *Server) getConnections(q *request) error {
 			out = append(out, toConnection(node, c))
 		}
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }
 
 func (s *Server) getConnection(q *request) error {
@@ -715,7 +715,7 @@ func (s *Server) channels(filter func(server.ChannelInfo) bool) []channelJSON {
 
 func (s *Server) getChannels(q *request) error {
 	v := q.param("vhost")
-	return q.reply(s.channels(func(c server.ChannelInfo) bool { return v == "" || c.VHost == v }))
+	return q.replyList(s.channels(func(c server.ChannelInfo) bool { return v == "" || c.VHost == v }))
 }
 
 func (s *Server) getConnectionChannels(q *request) error {
@@ -736,5 +736,5 @@ func (s *Server) getConsumers(q *request) error {
 	for _, c := range cs {
 		out = append(out, toConsumer(node, c))
 	}
-	return q.reply(out)
+	return q.replyList(out)
 }

@@ -418,3 +418,26 @@ func TestLargeMessage(t *testing.T) {
 		t.Fatalf("queue not empty after ack: %d", len(msgs))
 	}
 }
+
+func TestPaging(t *testing.T) {
+	e := start(t)
+	for _, n := range []string{"p1", "p2", "p3", "other"} {
+		e.expect("PUT", "/api/queues/%2F/"+n, map[string]any{}, 201)
+	}
+	var p struct {
+		Items         []map[string]any
+		FilteredCount int `json:"filtered_count"`
+		TotalCount    int `json:"total_count"`
+		PageCount     int `json:"page_count"`
+		ItemCount     int `json:"item_count"`
+	}
+	e.getJSON("/api/queues/%2F?page=2&page_size=2&name=p&sort=name&sort_reverse=true", &p)
+	if p.TotalCount != 4 || p.FilteredCount != 3 || p.PageCount != 2 || p.ItemCount != 1 || p.Items[0]["name"] != "p1" {
+		t.Fatalf("page = %+v", p)
+	}
+	e.getJSON("/api/queues?page=1&name=^o&use_regex=true", &p)
+	if p.FilteredCount != 1 || p.Items[0]["name"] != "other" {
+		t.Fatalf("regex page = %+v", p)
+	}
+	e.expect("GET", "/api/queues?page=9", nil, 400)
+}
