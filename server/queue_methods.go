@@ -168,47 +168,37 @@ func normalizeArg(v any) any {
 }
 
 func (ch *channel) queueBind(m *amqp.QueueBind) error {
-	name, err := ch.queueName(m.Queue)
-	if err != nil {
-		return err
-	}
-	key := m.RoutingKey
-	if m.Queue == "" && key == "" {
-		key = name
-	}
-	if m.Exchange == "" {
-		return defaultExchangeRefused()
-	}
-	if _, err := ch.findQueue(name); err != nil {
-		return err
-	}
-	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(m.Arguments)}
-	if err := ch.c.vhost.changeBinding(m.Exchange, b, true); err != nil {
+	if err := ch.bindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, true); err != nil {
 		return err
 	}
 	return ch.reply(m.NoWait, &amqp.QueueBindOk{})
 }
 
 func (ch *channel) queueUnbind(m *amqp.QueueUnbind) error {
-	name, err := ch.queueName(m.Queue)
+	if err := ch.bindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, false); err != nil {
+		return err
+	}
+	return ch.reply(false, &amqp.QueueUnbindOk{})
+}
+
+// bindQueue adds or removes a queue binding. An empty queue name means the
+// channel's last declared queue, and then an empty key means its name.
+func (ch *channel) bindQueue(queueName, exchange, key string, args amqp.Table, bind bool) error {
+	name, err := ch.queueName(queueName)
 	if err != nil {
 		return err
 	}
-	key := m.RoutingKey
-	if m.Queue == "" && key == "" {
+	if queueName == "" && key == "" {
 		key = name
 	}
-	if m.Exchange == "" {
+	if exchange == "" {
 		return defaultExchangeRefused()
 	}
 	if _, err := ch.findQueue(name); err != nil {
 		return err
 	}
-	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(m.Arguments)}
-	if err := ch.c.vhost.changeBinding(m.Exchange, b, false); err != nil {
-		return err
-	}
-	return ch.reply(false, &amqp.QueueUnbindOk{})
+	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(args)}
+	return ch.c.vhost.changeBinding(exchange, b, bind)
 }
 
 func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
