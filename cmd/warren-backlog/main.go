@@ -47,6 +47,8 @@ func main() {
 	pid := flag.Int("broker-pid", 0, "broker process to sample RSS from")
 	timeout := flag.Duration("timeout", time.Hour, "give up after this long")
 	jsonOut := flag.String("json", "", "write the result as JSON to FILE")
+	queues := flag.Int("queues", 1, "spread the messages over this many queues (<queue>-<i> when more than one)")
+	fillOnly := flag.Bool("fill-only", false, "publish, then stop: keep the queues and their messages (for restart tests)")
 	flag.Parse()
 	if *size < 16 {
 		*size = 16
@@ -60,10 +62,19 @@ func main() {
 	check(err)
 	ch, err := conn.Channel()
 	check(err)
-	_, err = ch.QueueDeclare(*queueName, true, false, false, false, nil)
-	check(err)
-	_, err = ch.QueuePurge(*queueName, false)
-	check(err)
+	names := []string{*queueName}
+	if *queues > 1 {
+		names = names[:0]
+		for i := 0; i < *queues; i++ {
+			names = append(names, fmt.Sprintf("%s-%d", *queueName, i))
+		}
+	}
+	for _, name := range names {
+		_, err = ch.QueueDeclare(name, true, false, false, false, nil)
+		check(err)
+		_, err = ch.QueuePurge(name, false)
+		check(err)
+	}
 
 	res := result{Messages: *count, Size: *size}
 	per := *count / int64(*producers)
@@ -78,7 +89,7 @@ func main() {
 			if p == *producers-1 {
 				n = *count - per*int64(*producers-1)
 			}
-			confirmed.Add(publish(ctx, *url, *queueName, p, n, *size, *window))
+			confirmed.Add(publish(ctx, *url, names, p, n, *size, *window))
 		}()
 	}
 	progress := time.NewTicker(5 * time.Second)
@@ -97,6 +108,16 @@ wait:
 	res.Confirmed = confirmed.Load()
 	res.PublishRate = float64(res.Confirmed) / res.PublishSeconds
 	res.PeakRSSFillMB = rss.peakMB()
+	if *fillOnly {
+		conn.Close()
+		out, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Println(string(out))
+		return
+	}
+	if len(names) > 1 {
+		fmt.Fprintln(os.Stderr, "warren-backlog: draining is for one queue; use --fill-only with --queues")
+		os.Exit(2)
+	}
 
 	start = time.Now()
 	seen := make([][]uint64, *producers) // bitsets of received sequence numbers
@@ -156,7 +177,7 @@ wait:
 
 // publish sends n messages numbered 0..n-1 with confirms and returns how
 // many were confirmed.
-func publish(ctx context.Context, url, queue string, producer int, n int64, size, window int) int64 {
+func publish(ctx context.Context, url string, queues []string, producer int, n int64, size, window int) int64 {
 	conn, err := amqp.Dial(url)
 	check(err)
 	defer conn.Close()
@@ -170,7 +191,7 @@ func publish(ctx context.Context, url, queue string, producer int, n int64, size
 	for seq := int64(0); seq < n || outstanding > 0; {
 		if seq < n && outstanding < int64(window) {
 			binary.BigEndian.PutUint64(body[4:], uint64(seq))
-			err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
+			err := ch.PublishWithContext(ctx, "", queues[seq%int64(len(queues))], false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
 			check(err)
 			seq++
 			outstanding++
