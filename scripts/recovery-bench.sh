@@ -28,4 +28,4 @@ until (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; do sleep 0.01; done
 accept=$(date +%s.%N)
 /tmp/warren-firstmsg --url "$URL" --queue recovery-0
 first=$(date +%s.%N)
-echo "{\"messages\": $N, \"queues\": $Q, \"accept_seconds\": $(echo "$accept - $start" | bc), \"first_message_seconds\": $(echo "$first - $start" | bc), \"data_dir_mb\": $(du -sm "$DATA" | cut -f1)}"
+echo "{\"messages\": $N, \"queues\": $Q, \"accept_seconds\": $(awk "BEGIN{print $accept - $start}"), \"first_message_seconds\": $(awk "BEGIN{print $first - $start}"), \"data_dir_mb\": $(du -sm "$DATA" | cut -f1)}"
