@@ -18,7 +18,7 @@ import (
 // compares the field names object by object:
 //
 //   - every field Warren sends must exist in RabbitMQ's object (no invented
-//     or misspelt names);
+//     or misspelt names), with the same JSON type (unless one is null);
 //   - every RabbitMQ field Warren leaves out must be listed in omitted below,
 //     with the reason, so that the gap is deliberate and visible.
 
@@ -129,9 +129,14 @@ func loadRabbit(t *testing.T, name string) any {
 // the nested objects named in nested.
 func compareKeys(t *testing.T, what string, warren, rabbit map[string]any, omit []string, nested ...string) {
 	t.Helper()
-	for k := range warren {
-		if _, ok := rabbit[k]; !ok {
+	for k, w := range warren {
+		r, ok := rabbit[k]
+		if !ok {
 			t.Errorf("%s: Warren sends %q, which RabbitMQ's object does not have", what, k)
+			continue
+		}
+		if jw, jr := jsonKind(w), jsonKind(r); jw != jr && jw != "null" && jr != "null" {
+			t.Errorf("%s.%s: Warren sends a %s, RabbitMQ a %s", what, k, jw, jr)
 		}
 	}
 	for k := range rabbit {
@@ -161,6 +166,24 @@ func compareKeys(t *testing.T, what string, warren, rabbit map[string]any, omit 
 		}
 		compareKeys(t, what+"."+n, w, r, omitted[what+"."+n])
 	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	}
+	return "?"
 }
 
 func first(t *testing.T, v any, pick func(map[string]any) bool) map[string]any {
