@@ -35,7 +35,8 @@ func (s *Server) apiRoutes() []route {
 		r(get, "global-parameters", s.getEmptyList),
 		r(get, "extensions", s.getEmptyList),
 		r(get, "healthchecks/node", s.getHealth),
-		r(get, "health/checks/alarms", s.getHealth),
+		r(get, "health/checks/alarms", s.getAlarms),
+		r(get, "health/checks/local-alarms", s.getAlarms),
 		r(get, "aliveness-test/{vhost}", s.getAliveness),
 
 		r(get, "exchanges", s.getExchanges),
@@ -172,6 +173,26 @@ func (s *Server) getPermission(q *request) error {
 func (s *Server) getEmptyList(q *request) error { return q.reply([]any{}) }
 
 func (s *Server) getHealth(q *request) error { return q.reply(map[string]string{"status": "ok"}) }
+
+// getAlarms answers 200 {"status":"ok"} without alarms, else 503 with the
+// alarms raised, as RabbitMQ's health check does.
+func (s *Server) getAlarms(q *request) error {
+	al, node := s.broker.Alarms(), s.broker.NodeName()
+	var raised []map[string]string
+	if al.Memory {
+		raised = append(raised, map[string]string{"node": node, "resource": "memory"})
+	}
+	if al.Disk {
+		raised = append(raised, map[string]string{"node": node, "resource": "disk"})
+	}
+	if len(raised) == 0 {
+		return q.reply(map[string]string{"status": "ok"})
+	}
+	writeJSON(q.w, http.StatusServiceUnavailable, map[string]any{
+		"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": raised,
+	})
+	return nil
+}
 
 // getAliveness declares the queue aliveness-test, publishes a message to it
 // and gets it back, as RabbitMQ's aliveness test does.

@@ -14,13 +14,14 @@ type collector struct {
 
 	connections, channels, queues, consumers, exchanges *prometheus.Desc
 
-	messagesReady, messagesUnacked, messages         *prometheus.Desc
-	queueReady, queueUnacked, queueConsumers         *prometheus.Desc
-	queueReadyBytes, queueMemory                     *prometheus.Desc
-	storeCommits, storeBatches, storeFailed          *prometheus.Desc
-	storeMessages, storeEntries, storeSettled        *prometheus.Desc
-	storeFsyncSeconds, storeFsyncMax, storePending   *prometheus.Desc
-	storeMessagesPerCommit, storeDangling, buildInfo *prometheus.Desc
+	messagesReady, messagesUnacked, messages           *prometheus.Desc
+	queueReady, queueUnacked, queueConsumers           *prometheus.Desc
+	queueReadyBytes, queueMemory                       *prometheus.Desc
+	storeCommits, storeBatches, storeFailed            *prometheus.Desc
+	storeMessages, storeEntries, storeSettled          *prometheus.Desc
+	storeFsyncSeconds, storeFsyncMax, storePending     *prometheus.Desc
+	storeMessagesPerCommit, storeDangling, buildInfo   *prometheus.Desc
+	memAlarm, diskAlarm, memLimit, diskLimit, diskFree *prometheus.Desc
 }
 
 func newCollector(b *server.Server) *collector {
@@ -55,6 +56,11 @@ func newCollector(b *server.Server) *collector {
 		storeMessagesPerCommit: d("warren_store_messages_per_commit", "Messages per store commit (group-commit efficiency)"),
 		storeDangling:          d("warren_store_dangling_entries_total", "Entries found without a body at recovery (corruption)"),
 		buildInfo:              d("warren_build_info", "Broker version", "version"),
+		memAlarm:               d("rabbitmq_alarms_memory_used_watermark", "1 while the memory alarm is raised (publishers blocked)"),
+		diskAlarm:              d("rabbitmq_alarms_free_disk_space_watermark", "1 while the disk alarm is raised (publishers blocked)"),
+		memLimit:               d("rabbitmq_resident_memory_limit_bytes", "Memory high watermark"),
+		diskLimit:              d("rabbitmq_disk_space_available_limit_bytes", "Free disk space below which publishers are blocked"),
+		diskFree:               d("rabbitmq_disk_space_available_bytes", "Free disk space under the data directory"),
 	}
 }
 
@@ -65,6 +71,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.queueReady, c.queueUnacked, c.queueConsumers, c.queueReadyBytes, c.queueMemory,
 		c.storeCommits, c.storeBatches, c.storeFailed, c.storeMessages, c.storeEntries, c.storeSettled,
 		c.storeFsyncSeconds, c.storeFsyncMax, c.storePending, c.storeMessagesPerCommit, c.storeDangling, c.buildInfo,
+		c.memAlarm, c.diskAlarm, c.memLimit, c.diskLimit, c.diskFree,
 	} {
 		ch <- d
 	}
@@ -88,6 +95,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.messagesReady, float64(o.Ready))
 	gauge(c.messagesUnacked, float64(o.Unacked))
 	gauge(c.buildInfo, 1, server.Version())
+	al := c.b.Alarms()
+	gauge(c.memAlarm, b2f(al.Memory))
+	gauge(c.diskAlarm, b2f(al.Disk))
+	gauge(c.memLimit, float64(al.MemoryLimit))
+	gauge(c.diskLimit, float64(al.DiskFreeLimit))
+	gauge(c.diskFree, float64(diskFree(c.b.DataDir())))
 	if qs, err := c.b.Queues(""); err == nil {
 		for _, q := range qs {
 			gauge(c.queueReady, float64(q.Ready), q.VHost, q.Name)
@@ -109,4 +122,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.storePending, float64(st.Pending))
 	gauge(c.storeMessagesPerCommit, st.MessagesPerCommit())
 	counter(c.storeDangling, float64(st.DanglingEntries))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

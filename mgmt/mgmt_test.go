@@ -441,3 +441,31 @@ func TestPaging(t *testing.T) {
 	}
 	e.expect("GET", "/api/queues?page=9", nil, 400)
 }
+
+func TestAlarms(t *testing.T) {
+	e := start(t)
+	e.expect("GET", "/api/health/checks/alarms", nil, 200)
+	e.broker.SetMemoryHighWatermark(1) // any use is above it
+	waitFor(t, "memory alarm", func() bool { return e.broker.Alarms().Memory })
+	out := e.expect("GET", "/api/health/checks/alarms", nil, 503)
+	if !strings.Contains(string(out), `"resource":"memory"`) {
+		t.Fatalf("alarms: %s", out)
+	}
+	var nodes []map[string]any
+	e.getJSON("/api/nodes", &nodes)
+	if nodes[0]["mem_alarm"] != true || nodes[0]["mem_limit"] != 1.0 {
+		t.Fatalf("node: mem_alarm %v mem_limit %v", nodes[0]["mem_alarm"], nodes[0]["mem_limit"])
+	}
+	resp, err := http.Get(e.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "rabbitmq_alarms_memory_used_watermark 1") {
+		t.Error("metrics lack the raised memory alarm")
+	}
+	e.broker.SetMemoryHighWatermark(1 << 50)
+	waitFor(t, "alarm cleared", func() bool { return !e.broker.Alarms().Memory })
+	e.expect("GET", "/api/health/checks/alarms", nil, 200)
+}

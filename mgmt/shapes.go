@@ -383,8 +383,10 @@ type nodeJSON struct {
 	OSPid          string             `json:"os_pid"`
 	Processors     int                `json:"processors"`
 	MemUsed        uint64             `json:"mem_used"`
+	MemLimit       uint64             `json:"mem_limit"`
 	MemAlarm       bool               `json:"mem_alarm"`
 	DiskFree       uint64             `json:"disk_free"`
+	DiskFreeLimit  uint64             `json:"disk_free_limit"`
 	DiskFreeAlarm  bool               `json:"disk_free_alarm"`
 	FDUsed         int                `json:"fd_used"`
 	FDTotal        uint64             `json:"fd_total"`
@@ -408,6 +410,7 @@ var authMechanisms = []exchangeTypeJSON{
 // nodeInfo describes this process as a RabbitMQ node.
 func (s *Server) nodeInfo() nodeJSON {
 	o := s.broker.Overview()
+	al := s.broker.Alarms()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	n := nodeJSON{
@@ -416,16 +419,14 @@ func (s *Server) nodeInfo() nodeJSON {
 		ProcUsed: runtime.NumGoroutine(), RatesMode: "none", DBDir: s.broker.DataDir(), Partitions: []string{},
 		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms,
 		IOSyncCount: o.StoreStats.Commits, MsgStoreWrite: o.StoreStats.Messages,
+		MemLimit: al.MemoryLimit, MemAlarm: al.Memory, DiskFreeLimit: al.DiskFreeLimit, DiskFreeAlarm: al.Disk,
+		DiskFree: diskFree(s.broker.DataDir()),
 	}
 	for _, c := range s.contexts(o.Node) {
 		n.Contexts = append(n.Contexts, nodeContextJSON{Description: c.Description, Path: c.Path, Port: c.Port})
 	}
 	if o.StoreStats.Commits > 0 {
 		n.IOSyncAvgTime = float64(o.StoreStats.FsyncTotal) / float64(o.StoreStats.Commits) / float64(time.Millisecond)
-	}
-	var st syscall.Statfs_t
-	if syscall.Statfs(s.broker.DataDir(), &st) == nil {
-		n.DiskFree = st.Bavail * uint64(st.Bsize)
 	}
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		n.FDUsed = len(ents)
@@ -435,6 +436,15 @@ func (s *Server) nodeInfo() nodeJSON {
 		n.FDTotal = rl.Cur
 	}
 	return n
+}
+
+// diskFree is the space available to the broker under dir (0 if unknown).
+func diskFree(dir string) uint64 {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return st.Bavail * uint64(st.Bsize)
 }
 
 // residentMemory reads the process's resident set from /proc, falling back

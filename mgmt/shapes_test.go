@@ -81,8 +81,6 @@ var omitted = map[string][]string{
 		"msg_store_read_count", "msg_store_read_count_details", "msg_store_write_count_details",
 		"queue_index_read_count", "queue_index_read_count_details", "queue_index_write_count",
 		"queue_index_write_count_details",
-		// No configured limits yet.
-		"disk_free_limit", "mem_limit",
 	}),
 	"vhost":      group(statsFields),
 	"user":       nil,

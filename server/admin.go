@@ -97,6 +97,22 @@ func (s *Server) FrameMax() uint32 { return s.cfg.FrameMax }
 // fsync time, pending ops).
 func (s *Server) StoreStats() persist.Stats { return s.store.Stats() }
 
+// AlarmStatus is the state of the resource alarms.
+type AlarmStatus struct {
+	Memory        bool   // memory use is above MemoryLimit
+	Disk          bool   // free disk space is below DiskFreeLimit
+	MemoryLimit   uint64 // the memory high watermark, bytes (0: none)
+	DiskFreeLimit uint64 // bytes
+}
+
+// Alarms reports the resource alarms (publishers are blocked while one is
+// raised).
+func (s *Server) Alarms() AlarmStatus {
+	s.alarms.mu.Lock()
+	defer s.alarms.mu.Unlock()
+	return AlarmStatus{Memory: s.alarms.memory, Disk: s.alarms.disk, MemoryLimit: s.alarms.memLimit, DiskFreeLimit: s.cfg.DiskFreeLimit}
+}
+
 // Users lists the configured user names, sorted.
 func (s *Server) Users() []string {
 	names := make([]string, 0, len(s.cfg.Users))
