@@ -71,6 +71,8 @@ type queueJSON struct {
 	MessagesRAM               int        `json:"messages_ram"`
 	MessagesReadyRAM          int        `json:"messages_ready_ram"`
 	MessageBytesReady         int64      `json:"message_bytes_ready"`
+	MessagesPagedOut          int        `json:"messages_paged_out"`
+	MessageBytesPagedOut      int64      `json:"message_bytes_paged_out"`
 	Consumers                 int        `json:"consumers"`
 	Memory                    int64      `json:"memory"`
 	ExclusiveConsumerTag      *string    `json:"exclusive_consumer_tag"`
@@ -89,7 +91,8 @@ func toQueue(node string, q server.QueueInfo, owner *server.ConnectionInfo) queu
 		Name: q.Name, VHost: q.VHost, Durable: q.Durable, AutoDelete: q.AutoDelete, Exclusive: q.Exclusive,
 		Arguments: tableJSON(q.Args), Node: node, State: stateRunning, Type: "classic",
 		Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
-		MessagesRAM: q.Ready + q.Unacked, MessagesReadyRAM: q.Ready, MessageBytesReady: q.ReadyBytes,
+		MessagesRAM: q.ReadyInMemory + q.Unacked, MessagesReadyRAM: q.ReadyInMemory, MessageBytesReady: q.ReadyBytes,
+		MessagesPagedOut: q.Ready - q.ReadyInMemory, MessageBytesPagedOut: q.ReadyBytes - q.ReadyInMemoryBytes,
 		Consumers: q.Consumers, Memory: q.Memory, EffectivePolicyDefinition: table{},
 	}
 	if q.ExclusiveConsumer != "" {

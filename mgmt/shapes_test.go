@@ -35,7 +35,7 @@ var (
 	// Erlang and RabbitMQ internals with no Warren counterpart.
 	erlangFields = []string{
 		"backing_queue_status", "recoverable_slaves", "erlang_full_version", "erlang_version",
-		"head_message_timestamp", "single_active_consumer_tag", "messages_paged_out", "message_bytes_paged_out",
+		"head_message_timestamp", "single_active_consumer_tag",
 		"release_series_support_status", "enable_queue_totals",
 	}
 	// TLS: Warren has no TLS listener yet; ssl=false is sent.

@@ -258,9 +258,16 @@ type QueueInfo struct {
 	Consumers  int
 	// ExclusiveConsumer is the tag of the queue's exclusive consumer, if any.
 	ExclusiveConsumer string
-	// Memory estimates the bytes the queue holds in memory: ready bodies
-	// plus a fixed per-message and per-queue overhead. Unacknowledged
-	// bodies are shared with the channels holding them and not counted.
+	// ReadyInMemory and ReadyInMemoryBytes estimate the ready messages held
+	// in memory: a durable queue keeps a window of Config.QueueWindow of
+	// them and leaves the rest in the store (its transient messages, always
+	// in memory, are not told apart). The bytes assume average sizes.
+	ReadyInMemory      int
+	ReadyInMemoryBytes int64
+	// Memory estimates the bytes the queue holds in memory: the ready
+	// messages in memory plus a fixed per-message and per-queue overhead.
+	// Unacknowledged bodies are shared with the channels holding them and
+	// not counted.
 	Memory int64
 }
 
@@ -282,15 +289,31 @@ func (v *vhost) queueList() []*queue.Queue {
 	return qs
 }
 
+// inMemory estimates how many of a queue's ready messages, and how many
+// of their bytes, are in memory (see backlogFor for which queues page).
+func (s *Server) inMemory(q *queue.Queue, st queue.Stats) (int, int64) {
+	if q.ID == 0 || q.Limits().MaxPriority > 0 || st.Ready <= s.cfg.QueueWindow {
+		return st.Ready, st.ReadyBytes
+	}
+	n := s.cfg.QueueWindow
+	return n, st.ReadyBytes / int64(st.Ready) * int64(n)
+}
+
+// queueMemory is QueueInfo.Memory.
+func queueMemory(inMem int, inMemBytes int64) int64 {
+	return queueOverhead + inMemBytes + int64(inMem)*messageOverhead
+}
+
 // queueInfo snapshots q. It takes q's lock, so the caller must hold no vhost
 // lock (q's hooks may take it).
 func (s *Server) queueInfo(vhost string, q *queue.Queue, owners map[uint64]string, excl map[*queue.Queue]string) QueueInfo {
 	st := q.Stats()
+	inMem, inMemBytes := s.inMemory(q, st)
 	qi := QueueInfo{
 		VHost: vhost, Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete,
 		Args: q.Args, Ready: st.Ready, ReadyBytes: st.ReadyBytes, Unacked: st.Unacked, Consumers: st.Consumers,
-		ExclusiveConsumer: excl[q],
-		Memory:            queueOverhead + st.ReadyBytes + int64(st.Ready)*messageOverhead,
+		ExclusiveConsumer: excl[q], ReadyInMemory: inMem, ReadyInMemoryBytes: inMemBytes,
+		Memory: queueMemory(inMem, inMemBytes),
 	}
 	if q.Exclusive {
 		qi.Owner = owners[q.Owner]
@@ -742,7 +765,7 @@ func (s *Server) Overview() Overview {
 			o.Unacked += st.Unacked
 			o.ReadyBytes += st.ReadyBytes
 			o.Consumers += st.Consumers
-			o.QueueMemory += queueOverhead + st.ReadyBytes + int64(st.Ready)*messageOverhead
+			o.QueueMemory += queueMemory(s.inMemory(q, st))
 		}
 	}
 	o.Messages = o.Ready + o.Unacked

@@ -15,7 +15,13 @@ import (
 // amqp:// URL. (servertest does not hand out the *server.Server.)
 func startAdminBroker(t *testing.T) (*server.Server, string) {
 	t.Helper()
-	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
+	return startAdminBrokerConfig(t, server.Config{})
+}
+
+func startAdminBrokerConfig(t *testing.T, cfg server.Config) (*server.Server, string) {
+	t.Helper()
+	cfg.Listen, cfg.DataDir = "127.0.0.1:0", t.TempDir()
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,4 +334,30 @@ func TestAdminSnapshotsRace(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+func TestAdminPagedQueueMemory(t *testing.T) {
+	srv, _ := startAdminBrokerConfig(t, server.Config{QueueWindow: 3})
+	a := openAdmin(t, srv)
+	if err := a.DeclareQueue(server.QueueDecl{Name: "paged", Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeclareQueue(server.QueueDecl{Name: "transient", Durable: false}); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		for _, q := range []string{"paged", "transient"} {
+			if _, err := a.Publish("", q, amqp.Properties{DeliveryMode: 2}, []byte("0123456789")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, _ := srv.Queue("/", "paged")
+	if p.Ready != 10 || p.ReadyInMemory != 3 || p.ReadyInMemoryBytes != 30 || p.ReadyBytes != 100 {
+		t.Errorf("paged queue = %+v", p)
+	}
+	tr, _ := srv.Queue("/", "transient")
+	if tr.ReadyInMemory != 10 || tr.Memory <= p.Memory {
+		t.Errorf("transient queue = %+v (paged %+v)", tr, p)
+	}
 }
