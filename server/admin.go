@@ -627,8 +627,8 @@ func (s *Server) Consumers(vhost string) ([]ConsumerInfo, error) {
 		name := connName(c)
 		host, port := splitAddr(c.nc.RemoteAddr())
 		for _, k := range ks {
-			if vhost != "" && c.vhost.name != vhost {
-				continue
+			if k.q == nil || (vhost != "" && c.vhost.name != vhost) {
+				continue // k.q is nil for a direct reply-to consumer
 			}
 			out = append(out, ConsumerInfo{
 				VHost: c.vhost.name, Queue: k.q.Name, Tag: k.tag, Connection: name, Channel: k.ch.id,
@@ -649,7 +649,7 @@ func (s *Server) exclusiveConsumers() map[*queue.Queue]string {
 	m := map[*queue.Queue]string{}
 	for _, c := range s.clientConns() {
 		for _, k := range consumerSnapshot(c) {
-			if k.exclusive {
+			if k.exclusive && k.q != nil {
 				m[k.q] = k.tag
 			}
 		}
