@@ -20,6 +20,11 @@ type Target struct {
 	// it accepts connections again at URL. Cases that need it are skipped
 	// without it.
 	Restart func() error
+	// SetPolicy and ClearPolicy, when set, manage policies in the URL's
+	// vhost, as rabbitmqctl set_policy and clear_policy do. Cases that
+	// need them are skipped without them.
+	SetPolicy   func(name, pattern, applyTo string, priority int, definition map[string]any) error
+	ClearPolicy func(name string) error
 }
 
 // Addr returns host:port of the target's URL (default port 5672).

@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"encoding/json"
 	"net"
+	"strconv"
 	"os"
 	"os/exec"
 	"testing"
@@ -21,6 +23,26 @@ func TestAgainstURL(t *testing.T) {
 	target := Target{URL: u}
 	if cmd := os.Getenv("CONFORMANCE_RESTART_CMD"); cmd != "" {
 		target.Restart = func() error { return RestartWith(target, cmd) }
+	}
+	if ctl := os.Getenv("CONFORMANCE_RABBITMQCTL"); ctl != "" {
+		target.SetPolicy = func(name, pattern, applyTo string, priority int, def map[string]any) error {
+			js, err := json.Marshal(def)
+			if err != nil {
+				return err
+			}
+			out, err := exec.Command(ctl, "set_policy", "--apply-to", applyTo, "--priority", strconv.Itoa(priority), name, pattern, string(js)).CombinedOutput()
+			if err != nil {
+				return &restartError{err: err, out: string(out)}
+			}
+			return nil
+		}
+		target.ClearPolicy = func(name string) error {
+			out, err := exec.Command(ctl, "clear_policy", name).CombinedOutput()
+			if err != nil {
+				return &restartError{err: err, out: string(out)}
+			}
+			return nil
+		}
 	}
 	Run(t, target)
 }

@@ -150,7 +150,43 @@ func New(d Decl, o Options) *Queue {
 }
 
 // Limits returns the limits the queue was created with.
-func (q *Queue) Limits() Limits { return q.limits }
+func (q *Queue) Limits() Limits {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.limits
+}
+
+// SetLimits replaces the queue's limits (a policy changed). Length limits
+// apply at once; a new x-expires restarts the countdown; entries already
+// queued keep the expiry they were given.
+func (q *Queue) SetLimits(l Limits) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	q.limits = l
+	if l.Overflow == DropHead {
+		for q.over() {
+			e, ok := q.backlog.Pop()
+			if !ok {
+				break
+			}
+			q.drop(e, MaxLen)
+		}
+	}
+	switch {
+	case l.Expires > 0 && q.expTimer == nil:
+		q.expTimer = time.AfterFunc(l.Expires, q.expireCheck)
+	case l.Expires > 0:
+		q.expTimer.Reset(l.Expires)
+	case q.expTimer != nil:
+		q.expTimer.Stop()
+	}
+	dead, removed := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead, removed)
+}
 
 // EnqueueResult says what became of an enqueued message.
 type EnqueueResult uint8
@@ -487,7 +523,7 @@ func (q *Queue) Touch() {
 // expireCheck runs on the x-expires timer.
 func (q *Queue) expireCheck() {
 	q.mu.Lock()
-	if q.deleted || len(q.consumers) > 0 {
+	if q.deleted || len(q.consumers) > 0 || q.limits.Expires <= 0 {
 		q.mu.Unlock()
 		return
 	}

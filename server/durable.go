@@ -249,6 +249,14 @@ func (s *Server) recoverDefinitions() error {
 		}
 		v.addExchange(exchange.Decl{Name: x.Name, Kind: kind, Durable: true, AutoDelete: x.AutoDelete, Internal: x.Internal, Args: decodeArgs(x.Args)})
 	}
+	s.vhostsMu.RLock()
+	for _, v := range s.vhosts {
+		if err := v.loadPolicies(); err != nil {
+			s.vhostsMu.RUnlock()
+			return fmt.Errorf("read policies: %w", err)
+		}
+	}
+	s.vhostsMu.RUnlock()
 	messages := 0
 	for _, r := range defs.Queues {
 		v := s.vhost(r.VHost)
@@ -256,7 +264,7 @@ func (s *Server) recoverDefinitions() error {
 			continue
 		}
 		d := queue.Decl{Name: r.Name, Durable: true, AutoDelete: r.AutoDelete, Args: decodeArgs(r.Args), ID: r.ID}
-		limits, err := queue.ParseArgs(d.Args)
+		limits, err := v.effectiveLimits(r.Name, d.Args)
 		if err != nil {
 			s.log.Warn().Err(err).Str("queue", r.Name).Msg("stored queue arguments no longer valid; using defaults")
 			limits, _ = queue.ParseArgs(nil)

@@ -87,7 +87,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if m.Exclusive {
 		d.Owner = ch.c.id
 	}
-	limits, err := queue.ParseArgs(d.Args)
+	_, err := queue.ParseArgs(d.Args)
 	if err != nil {
 		var ae *queue.ArgError
 		if errors.As(err, &ae) {
@@ -111,6 +111,11 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		}
 		q.Touch()
 	} else {
+		limits, err := v.effectiveLimits(name, d.Args)
+		if err != nil {
+			v.mu.Unlock()
+			return err
+		}
 		if storable(d) {
 			rec := persist.QueueRecord{VHost: v.name, Name: name, Durable: true, AutoDelete: d.AutoDelete, Args: encodeArgs(d.Args)}
 			if err := v.store.SaveQueue(&rec); err != nil {

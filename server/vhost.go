@@ -30,6 +30,7 @@ type vhost struct {
 	lookup           exchange.Lookup
 	scratchPool      sync.Pool
 	hooks            queue.Hooks
+	policies         []policyEntry // highest priority first
 }
 
 func newVhost(s *Server, name string) *vhost {
