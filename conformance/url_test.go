@@ -3,9 +3,9 @@ package conformance
 import (
 	"encoding/json"
 	"net"
-	"strconv"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 )
