@@ -15,6 +15,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
 )
 
 // env is a broker with its management API, both on 127.0.0.1:0.
@@ -27,32 +28,22 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	b, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Listen(); err != nil {
-		b.Close()
-		t.Fatal(err)
-	}
+	var b *server.Server
+	broker := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
 	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	bdone, mdone := make(chan error, 1), make(chan error, 1)
-	go func() { bdone <- b.Serve(ctx) }()
-	go func() { mdone <- m.Serve(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- m.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-mdone; err != nil {
+		if err := <-done; err != nil {
 			t.Errorf("mgmt serve: %v", err)
 		}
-		if err := <-bdone; err != nil {
-			t.Errorf("broker serve: %v", err)
-		}
 	})
-	return &env{t: t, broker: b, amqp: "amqp://guest:guest@" + b.Addr().String() + "/", base: "http://" + m.Addr().String()}
+	return &env{t: t, broker: b, amqp: broker.URL(), base: "http://" + m.Addr().String()}
 }
 
 // do sends a request as guest and returns the status and body.

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -9,10 +8,11 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
 )
 
-// startAdminBroker runs a broker on 127.0.0.1:0 and returns it with its
-// amqp:// URL. (servertest does not hand out the *server.Server.)
+// startAdminBroker runs a broker through servertest and returns it with its
+// amqp:// URL.
 func startAdminBroker(t *testing.T) (*server.Server, string) {
 	t.Helper()
 	return startAdminBrokerConfig(t, server.Config{})
@@ -20,25 +20,10 @@ func startAdminBroker(t *testing.T) (*server.Server, string) {
 
 func startAdminBrokerConfig(t *testing.T, cfg server.Config) (*server.Server, string) {
 	t.Helper()
-	cfg.Listen, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return srv, "amqp://guest:guest@" + srv.Addr().String() + "/"
+	var srv *server.Server
+	cfg.OnStart = func(s *server.Server) { srv = s }
+	b := servertest.StartBroker(t, cfg)
+	return srv, b.URL()
 }
 
 func adminDial(t *testing.T, url string) (*amqp091.Connection, *amqp091.Channel) {
@@ -243,21 +228,8 @@ func TestAdminActions(t *testing.T) {
 }
 
 func TestAdminDurable(t *testing.T) {
-	dir := t.TempDir()
-	start := func() (*server.Server, context.CancelFunc, chan error) {
-		srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ctx) }()
-		return srv, cancel, done
-	}
-	srv, cancel, done := start()
+	var srv *server.Server
+	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
 	a, err := srv.OpenAdmin("guest", "/")
 	if err != nil {
 		t.Fatal(err)
@@ -269,11 +241,8 @@ func TestAdminDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Close()
-	cancel()
-	<-done
+	b.Restart()
 
-	srv, cancel, done = start()
-	defer func() { cancel(); <-done }()
 	q, err := srv.Queue("/", "dur.q")
 	if err != nil || q.Ready != 1 {
 		t.Fatalf("after restart: %+v %v", q, err)
@@ -281,8 +250,8 @@ func TestAdminDurable(t *testing.T) {
 	if !srv.HasBinding(server.BindingInfo{VHost: "/", Source: "dur.x", Destination: "dur.q", DestinationType: "queue", RoutingKey: "k"}) {
 		t.Fatal("binding lost")
 	}
-	if st := srv.StoreStats(); st.Commits == 0 {
-		t.Errorf("store stats = %+v", st)
+	if x, err := srv.Exchange("/", "dur.x"); err != nil || !x.Durable {
+		t.Fatalf("exchange after restart: %+v %v", x, err)
 	}
 }
 

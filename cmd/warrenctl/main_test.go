@@ -13,34 +13,27 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
 )
 
 // broker starts a broker and its management API on 127.0.0.1:0 and returns
 // the API's base URL and the broker's amqp:// URL.
 func broker(t *testing.T) (string, string) {
 	t.Helper()
-	b, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Listen(); err != nil {
-		b.Close()
-		t.Fatal(err)
-	}
+	var b *server.Server
+	bk := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
 	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	bdone, mdone := make(chan error, 1), make(chan error, 1)
-	go func() { bdone <- b.Serve(ctx) }()
-	go func() { mdone <- m.Serve(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- m.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-mdone
-		<-bdone
+		<-done
 	})
-	return "http://" + m.Addr().String(), "amqp://guest:guest@" + b.Addr().String() + "/"
+	return "http://" + m.Addr().String(), bk.URL()
 }
 
 // ctl runs warrenctl against base and returns its output.
