@@ -10,9 +10,9 @@ import (
 
 // Definitions is RabbitMQ's definitions document (rabbitmqctl
 // export_definitions, GET /api/definitions). Warren exports users, vhosts,
-// permissions, exchanges, queues and bindings, and imports exchanges,
-// queues and bindings (users and permissions come from the broker's
-// configuration).
+// permissions, policies, exchanges, queues and bindings, and imports
+// policies, exchanges, queues and bindings (users and permissions come from
+// the broker's configuration).
 type Definitions struct {
 	RabbitVersion    string            `json:"rabbit_version,omitempty"`
 	RabbitMQVersion  string            `json:"rabbitmq_version,omitempty"`
@@ -24,7 +24,7 @@ type Definitions struct {
 	TopicPermissions []any             `json:"topic_permissions"`
 	Parameters       []any             `json:"parameters"`
 	GlobalParameters []any             `json:"global_parameters"`
-	Policies         []any             `json:"policies"`
+	Policies         []policyJSON      `json:"policies"`
 	Queues           []queueDefJSON    `json:"queues"`
 	Exchanges        []exchangeDefJSON `json:"exchanges"`
 	Bindings         []bindingDefJSON  `json:"bindings"`
@@ -68,10 +68,11 @@ func systemExchange(name string) bool { return name == "" || strings.HasPrefix(n
 // definitions exports vhost ("" for all). Exclusive queues are left out, as
 // RabbitMQ leaves them out.
 func (s *Server) definitions(vhost string) (*Definitions, error) {
+	var err error
 	d := &Definitions{
 		RabbitVersion: server.Version(), RabbitMQVersion: server.Version(), ProductName: "Warren",
 		ProductVersion: server.Version(), Users: []userJSON{}, VHosts: []vhostDefJSON{}, Permissions: []permissionJSON{},
-		TopicPermissions: []any{}, Parameters: []any{}, GlobalParameters: []any{}, Policies: []any{},
+		TopicPermissions: []any{}, Parameters: []any{}, GlobalParameters: []any{}, Policies: []policyJSON{},
 		Queues: []queueDefJSON{}, Exchanges: []exchangeDefJSON{}, Bindings: []bindingDefJSON{},
 	}
 	if vhost == "" {
@@ -83,6 +84,9 @@ func (s *Server) definitions(vhost string) (*Definitions, error) {
 			d.VHosts = append(d.VHosts, vhostDefJSON{Name: v})
 		}
 		d.Permissions = s.permissions()
+	}
+	if d.Policies, err = s.policies(vhost); err != nil {
+		return nil, err
 	}
 	xs, err := s.broker.Exchanges(vhost)
 	if err != nil {
@@ -134,6 +138,9 @@ func (s *Server) definitions(vhost string) (*Definitions, error) {
 		for i := range d.Bindings {
 			d.Bindings[i].VHost = ""
 		}
+		for i := range d.Policies {
+			d.Policies[i].VHost = ""
+		}
 	}
 	return d, nil
 }
@@ -149,10 +156,10 @@ func (s *Server) getDefinitions(q *request) error {
 	return q.reply(d)
 }
 
-// postDefinitions imports exchanges, then queues, then bindings, through
-// the same declarations as AMQP clients (so durable ones are stored).
-// Objects that exist already must be equivalent. Users, vhosts,
-// permissions and policies in the document are ignored.
+// postDefinitions imports policies, then exchanges, queues and bindings
+// through the same declarations as AMQP clients (so durable ones are
+// stored). Objects that exist already must be equivalent. Users, vhosts
+// and permissions in the document are ignored.
 func (s *Server) postDefinitions(q *request) error {
 	var d Definitions
 	if err := q.decode(&d); err != nil {
@@ -169,6 +176,7 @@ func (s *Server) postDefinitions(q *request) error {
 		return v
 	}
 	type batch struct {
+		policies  []policyJSON
 		exchanges []exchangeDefJSON
 		queues    []queueDefJSON
 		bindings  []bindingDefJSON
@@ -181,6 +189,9 @@ func (s *Server) postDefinitions(q *request) error {
 			byVHost[v] = b
 		}
 		return b
+	}
+	for _, x := range d.Policies {
+		get(vhostOf(x.VHost)).policies = append(get(vhostOf(x.VHost)).policies, x)
 	}
 	for _, x := range d.Exchanges {
 		get(vhostOf(x.VHost)).exchanges = append(get(vhostOf(x.VHost)).exchanges, x)
@@ -198,6 +209,11 @@ func (s *Server) postDefinitions(q *request) error {
 	slices.SortFunc(vhosts, cmp.Compare)
 	for _, v := range vhosts {
 		b := byVHost[v]
+		for _, p := range b.policies {
+			if err := s.setPolicy(v, p); err != nil {
+				return err
+			}
+		}
 		a, err := s.admin(q, v)
 		if err != nil {
 			return err

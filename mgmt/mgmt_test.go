@@ -460,3 +460,51 @@ func TestAlarms(t *testing.T) {
 	waitFor(t, "alarm cleared", func() bool { return !e.broker.Alarms().Memory })
 	e.expect("GET", "/api/health/checks/alarms", nil, 200)
 }
+
+func TestPolicies(t *testing.T) {
+	e := start(t)
+	e.expect("PUT", "/api/policies/%2F/limit", map[string]any{"pattern": "^pol\\.", "definition": map[string]any{"max-length": 2}, "apply-to": "queues", "priority": 1}, 201)
+	e.expect("PUT", "/api/policies/%2F/limit", map[string]any{"pattern": "^pol\\.", "definition": map[string]any{"max-length": 2}, "apply-to": "queues", "priority": 1}, 204)
+	e.expect("PUT", "/api/policies/%2F/bad", map[string]any{"pattern": "(", "definition": map[string]any{"max-length": 2}}, 400)
+	e.expect("PUT", "/api/policies/%2F/bad", map[string]any{"pattern": "x", "definition": map[string]any{"max-length": "two"}}, 400)
+	e.expect("PUT", "/api/queues/%2F/pol.q", map[string]any{"durable": true}, 201)
+	for range 5 {
+		e.expect("POST", "/api/exchanges/%2F/amq.default/publish", map[string]any{"routing_key": "pol.q", "payload": "x", "properties": map[string]any{}}, 200)
+	}
+	var q map[string]any
+	e.getJSON("/api/queues/%2F/pol.q", &q)
+	if q["messages"] != 2.0 || q["policy"] != "limit" || q["effective_policy_definition"].(map[string]any)["max-length"] != 2.0 {
+		t.Fatalf("queue under policy: messages %v policy %v definition %v", q["messages"], q["policy"], q["effective_policy_definition"])
+	}
+	var ps []map[string]any
+	e.getJSON("/api/policies", &ps)
+	if len(ps) != 1 || ps[0]["name"] != "limit" || ps[0]["vhost"] != "/" || ps[0]["apply-to"] != "queues" || ps[0]["priority"] != 1.0 {
+		t.Fatalf("policies = %v", ps)
+	}
+	var p map[string]any
+	e.getJSON("/api/policies/%2F/limit", &p)
+	if p["pattern"] != "^pol\\." {
+		t.Fatalf("policy = %v", p)
+	}
+
+	var defs map[string]any
+	e.getJSON("/api/definitions", &defs)
+	f := start(t)
+	f.expect("POST", "/api/definitions", defs, 204)
+	f.getJSON("/api/policies", &ps)
+	if len(ps) != 1 || ps[0]["name"] != "limit" {
+		t.Fatalf("imported policies = %v", ps)
+	}
+	f.getJSON("/api/queues/%2F/pol.q", &q)
+	if q["policy"] != "limit" {
+		t.Fatalf("imported queue policy = %v", q["policy"])
+	}
+
+	e.expect("DELETE", "/api/policies/%2F/limit", nil, 204)
+	e.expect("DELETE", "/api/policies/%2F/limit", nil, 404)
+	e.getJSON("/api/queues/%2F/pol.q", &q)
+	if q["policy"] != nil {
+		t.Fatalf("policy after delete = %v", q["policy"])
+	}
+	e.expect("GET", "/api/policies/nohost", nil, 404)
+}

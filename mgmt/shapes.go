@@ -99,6 +99,10 @@ func toQueue(node string, q server.QueueInfo, owner *server.ConnectionInfo) queu
 		tag := q.ExclusiveConsumer
 		j.ExclusiveConsumerTag = &tag
 	}
+	if q.Policy != "" {
+		name := q.Policy
+		j.Policy, j.EffectivePolicyDefinition = &name, tableJSON(q.PolicyDefinition)
+	}
 	if owner != nil {
 		j.OwnerPidDetails = &ownerJSON{Name: owner.Name, PeerHost: owner.PeerHost, PeerPort: owner.PeerPort}
 	}

@@ -258,6 +258,10 @@ type QueueInfo struct {
 	Consumers  int
 	// ExclusiveConsumer is the tag of the queue's exclusive consumer, if any.
 	ExclusiveConsumer string
+	// Policy is the name of the policy applied to the queue ("" for none)
+	// and PolicyDefinition its definition.
+	Policy           string
+	PolicyDefinition map[string]any
 	// ReadyInMemory and ReadyInMemoryBytes estimate the ready messages held
 	// in memory: a durable queue keeps a window of Config.QueueWindow of
 	// them and leaves the rest in the store (its transient messages, always
@@ -306,11 +310,11 @@ func queueMemory(inMem int, inMemBytes int64) int64 {
 
 // queueInfo snapshots q. It takes q's lock, so the caller must hold no vhost
 // lock (q's hooks may take it).
-func (s *Server) queueInfo(vhost string, q *queue.Queue, owners map[uint64]string, excl map[*queue.Queue]string) QueueInfo {
+func (s *Server) queueInfo(v *vhost, q *queue.Queue, owners map[uint64]string, excl map[*queue.Queue]string) QueueInfo {
 	st := q.Stats()
 	inMem, inMemBytes := s.inMemory(q, st)
 	qi := QueueInfo{
-		VHost: vhost, Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete,
+		VHost: v.name, Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete,
 		Args: q.Args, Ready: st.Ready, ReadyBytes: st.ReadyBytes, Unacked: st.Unacked, Consumers: st.Consumers,
 		ExclusiveConsumer: excl[q], ReadyInMemory: inMem, ReadyInMemoryBytes: inMemBytes,
 		Memory: queueMemory(inMem, inMemBytes),
@@ -318,6 +322,11 @@ func (s *Server) queueInfo(vhost string, q *queue.Queue, owners map[uint64]strin
 	if q.Exclusive {
 		qi.Owner = owners[q.Owner]
 	}
+	v.mu.RLock()
+	if p := v.queuePolicy(q.Name); p != nil {
+		qi.Policy, qi.PolicyDefinition = p.Name, p.Definition
+	}
+	v.mu.RUnlock()
 	return qi
 }
 
@@ -331,7 +340,7 @@ func (s *Server) Queues(vhost string) ([]QueueInfo, error) {
 	var out []QueueInfo
 	for _, v := range vs {
 		for _, q := range v.queueList() {
-			out = append(out, s.queueInfo(v.name, q, owners, excl))
+			out = append(out, s.queueInfo(v, q, owners, excl))
 		}
 	}
 	return out, nil
@@ -347,7 +356,7 @@ func (s *Server) Queue(vhost, name string) (QueueInfo, error) {
 	if q == nil {
 		return QueueInfo{}, notFoundQueue(name, vhost)
 	}
-	return s.queueInfo(v.name, q, s.ownerNames(), s.exclusiveConsumers()), nil
+	return s.queueInfo(v, q, s.ownerNames(), s.exclusiveConsumers()), nil
 }
 
 func (v *vhost) lookupQueue(name string) *queue.Queue {

@@ -90,13 +90,16 @@ var listings = map[string]struct {
 		{"ACK_REQUIRED", "ack_required"}, {"PREFETCH", "prefetch_count"},
 	}},
 	"users": {func(string) string { return path("users") }, []column{{"NAME", "name"}, {"TAGS", "tags"}}},
+	"policies": {func(v string) string { return path("policies", v) }, []column{
+		{"NAME", "name"}, {"PATTERN", "pattern"}, {"APPLY_TO", "apply-to"}, {"PRIORITY", "priority"}, {"DEFINITION", "definition"},
+	}},
 	"vhosts": {func(string) string { return path("vhosts") }, []column{
 		{"NAME", "name"}, {"MESSAGES", "messages"}, {"READY", "messages_ready"}, {"UNACKED", "messages_unacknowledged"},
 	}},
 }
 
 func (c *cli) listCmd() *cobra.Command {
-	kinds := []string{"queues", "exchanges", "bindings", "connections", "channels", "consumers", "users", "vhosts"}
+	kinds := []string{"queues", "exchanges", "bindings", "connections", "channels", "consumers", "users", "vhosts", "policies"}
 	return &cobra.Command{
 		Use:       "list " + strings.Join(kinds, "|"),
 		Short:     "List objects (queues and exchanges, bindings and consumers of --vhost)",
@@ -245,7 +248,7 @@ func typed(v string) any {
 }
 
 func (c *cli) declareCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "declare", Short: "Declare a queue, an exchange or a binding"}
+	cmd := &cobra.Command{Use: "declare", Short: "Declare a queue, an exchange, a binding or a policy"}
 	var durable, autoDelete, internal bool
 	var args []string
 	var kind string
@@ -292,7 +295,38 @@ func (c *cli) declareCmd() *cobra.Command {
 	x.Flags().BoolVar(&autoDelete, "auto-delete", false, "delete when the last binding goes")
 	x.Flags().BoolVar(&internal, "internal", false, "refuse direct publishes")
 	x.Flags().StringArrayVar(&args, "arg", nil, "exchange argument key=value (repeatable)")
-	cmd.AddCommand(q, x, c.bindingCmd(true))
+	cmd.AddCommand(q, x, c.bindingCmd(true), c.policyCmd())
+	return cmd
+}
+
+func (c *cli) policyCmd() *cobra.Command {
+	var pattern, applyTo, definition string
+	var priority int
+	cmd := &cobra.Command{
+		Use:   "policy NAME --pattern REGEX --definition JSON",
+		Short: "Create or replace a policy",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, a []string) error {
+			var def map[string]any
+			if err := json.Unmarshal([]byte(definition), &def); err != nil {
+				return fmt.Errorf("--definition: %w", err)
+			}
+			_, err := c.client().do(http.MethodPut, path("policies", c.vhost, a[0]), map[string]any{
+				"pattern": pattern, "definition": def, "apply-to": applyTo, "priority": priority,
+			})
+			if err == nil {
+				fmt.Fprintf(c.stdout, "policy set: %s\n", a[0])
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&pattern, "pattern", "", "regular expression of the names it applies to")
+	f.StringVar(&definition, "definition", "", `JSON object, e.g. '{"max-length": 1000}'`)
+	f.StringVar(&applyTo, "apply-to", "all", "queues, exchanges or all")
+	f.IntVar(&priority, "priority", 0, "the matching policy with the highest priority applies")
+	cmd.MarkFlagRequired("pattern")
+	cmd.MarkFlagRequired("definition")
 	return cmd
 }
 
@@ -349,7 +383,7 @@ func (c *cli) bindingCmd(declare bool) *cobra.Command {
 }
 
 func (c *cli) deleteCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "delete", Short: "Delete a queue, an exchange or a binding"}
+	cmd := &cobra.Command{Use: "delete", Short: "Delete a queue, an exchange, a binding or a policy"}
 	var ifUnused, ifEmpty bool
 	q := &cobra.Command{
 		Use:   "queue NAME",
@@ -380,7 +414,19 @@ func (c *cli) deleteCmd() *cobra.Command {
 		},
 	}
 	x.Flags().BoolVar(&ifUnused, "if-unused", false, "only if it is the source of no binding")
-	cmd.AddCommand(q, x, c.bindingCmd(false))
+	pol := &cobra.Command{
+		Use:   "policy NAME",
+		Short: "Delete a policy",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, a []string) error {
+			_, err := c.client().do(http.MethodDelete, path("policies", c.vhost, a[0]), nil)
+			if err == nil {
+				fmt.Fprintf(c.stdout, "policy deleted: %s\n", a[0])
+			}
+			return err
+		},
+	}
+	cmd.AddCommand(q, x, c.bindingCmd(false), pol)
 	return cmd
 }
 

@@ -127,6 +127,16 @@ func TestWarrenctl(t *testing.T) {
 		t.Fatalf("import -: %v %s", err, out)
 	}
 
+	// Policies.
+	ctl(t, base, "declare", "policy", "cap", "--pattern", "^orders$", "--definition", `{"max-length": 1}`, "--apply-to", "queues")
+	if out := ctl(t, base, "list", "policies"); !strings.Contains(out, "cap") || !strings.Contains(out, "max-length") {
+		t.Fatalf("list policies:\n%s", out)
+	}
+	ctl(t, base, "delete", "policy", "cap")
+	if _, err := ctlErr(base, "", "delete", "policy", "cap"); err == nil {
+		t.Fatal("deleting a missing policy succeeded")
+	}
+
 	// Connections: list and close.
 	c, err := amqp091.Dial(amqpURL)
 	if err != nil {
