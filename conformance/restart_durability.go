@@ -146,3 +146,30 @@ func init() {
 		},
 	)
 }
+
+func init() {
+	register(Case{
+		// A durable priority queue recovers its messages in priority order.
+		Name: "restart/priority-order-survives",
+		Run: func(t T, tg Target) {
+			if tg.Restart == nil {
+				return
+			}
+			conn, ch := clDialChan(t, tg)
+			q := clUniq("rs-prio")
+			clCleanupQueue(t, tg, q)
+			if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-max-priority": int32(10)}); err != nil {
+				t.Fatalf("queue.declare: %v", err)
+			}
+			cch := clConfirmChan(t, conn)
+			for i, p := range []uint8{1, 5, 9, 5, 0} {
+				clPublishConfirmed(t, cch, "", q, amqp.Publishing{DeliveryMode: amqp.Persistent, Priority: p, Body: []byte(fmt.Sprint(i))})
+			}
+			rsRestart(t, tg)
+			_, ch = clDialChan(t, tg)
+			if got := fmt.Sprint(clGetAll(t, ch, q)); got != "[2 1 3 0 4]" {
+				t.Fatalf("after restart %s, want [2 1 3 0 4] (by priority, FIFO within one)", got)
+			}
+		},
+	})
+}

@@ -312,3 +312,50 @@ func TestSingleActiveConsumer(t *testing.T) {
 		t.Fatalf("b got %d after a left, want 1", len(b.got))
 	}
 }
+
+// BenchmarkExpireVsDrain compares expiring a backlog by TTL with draining
+// it by basic.get: expiry must cost no more than consumption.
+func BenchmarkExpireVsDrain(b *testing.B) {
+	const n = 100_000
+	fill := func(now *time.Time) *Queue {
+		q := New(Decl{Name: "q"}, Options{
+			Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, HasMessageTTL: true, MessageTTL: time.Second},
+			Now:    func() time.Time { return *now },
+		})
+		m := msg("x")
+		for i := 0; i < n; i++ {
+			q.Enqueue(m)
+		}
+		return q
+	}
+	b.Run("expire", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			now := time.Unix(0, 0)
+			q := fill(&now)
+			now = now.Add(2 * time.Second)
+			b.StartTimer()
+			if st := q.Stats(); st.Ready != 0 {
+				b.Fatalf("%d left", st.Ready)
+			}
+			q.Delete(false, false)
+		}
+	})
+	b.Run("drain", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			now := time.Unix(0, 0)
+			q := fill(&now)
+			b.StartTimer()
+			for {
+				if _, _, ok := q.Get(); !ok {
+					break
+				}
+			}
+			q.Settle(n)
+			q.Delete(false, false)
+		}
+	})
+}

@@ -169,7 +169,6 @@ func (ch *channel) softError(e *amqp.Error) {
 		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing channel on error")
 	ch.shutdown()
 	ch.closing = true
-	ch.pub = nil
 	ch.c.out.sendMethod(ch.id, &amqp.ChannelClose{ReplyCode: e.Code, ReplyText: e.ReplyString(), ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
 }
 
@@ -343,7 +342,9 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got one for class %d instead", h.ClassID)
 		}
 		if h.BodySize > ch.c.srv.cfg.MaxMessageSize && !ch.closing {
-			ch.pub = nil
+			// The body frames still to come are framed and dropped: nothing
+			// beyond the limit is buffered.
+			p.gotHdr, p.bodySize = true, h.BodySize
 			ch.softError(amqp.Errorf(amqp.PreconditionFailed, 60, 40,
 				"message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize))
 			return nil
