@@ -37,7 +37,11 @@ FRESH_WARREN=${FRESH_WARREN:-1}
 WARREN_PORT=${WARREN_PORT:-5680}
 WARREN_URL=${WARREN_URL:-amqp://guest:guest@127.0.0.1:$WARREN_PORT/}
 RABBIT_URL=${RABBIT_URL:-amqp://guest:guest@127.0.0.1:5672/}
-RABBIT_PID=${RABBIT_PID:-$(pgrep -f beam.smp | head -1)}
+RABBIT_PID_AUTO=0
+if [[ -z ${RABBIT_PID:-} ]]; then
+	RABBIT_PID=$(pgrep -f beam.smp | head -1)
+	RABBIT_PID_AUTO=1
+fi
 OUT=${OUT:-$(mktemp -d /tmp/warren-bench.XXXXXX)}
 mkdir -p "$OUT"
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
@@ -131,6 +135,14 @@ run_one() { # name broker round args...
 		fi
 		url=$WARREN_URL pid=$WARREN_PID
 	else
+		# Other users of the machine may restart RabbitMQ: follow its pid.
+		if [[ $RABBIT_PID_AUTO == 1 ]] && ! grep -q beam /proc/"$RABBIT_PID"/cmdline 2>/dev/null; then
+			local np
+			np=$(pgrep -f beam.smp | head -1)
+			log "RabbitMQ pid changed: ${RABBIT_PID} -> ${np:-none}"
+			echo "$name round $round: RabbitMQ pid ${RABBIT_PID} -> ${np:-none}" >>"$OUT/retries.txt"
+			RABBIT_PID=${np:-$RABBIT_PID}
+		fi
 		url=$RABBIT_URL pid=$RABBIT_PID
 	fi
 	local f=$OUT/$name.$broker.$round.json
@@ -209,7 +221,7 @@ table() {
 	done
 	if [[ -s $OUT/retries.txt ]]; then
 		echo
-		echo "Retried after connection refused: $(paste -sd';' "$OUT/retries.txt")"
+		echo "Incidents (RabbitMQ restarted by others, retries after connection refused): $(paste -sd';' "$OUT/retries.txt")"
 	fi
 	if [[ -s $OUT/warren-deaths.txt ]]; then
 		echo
