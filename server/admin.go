@@ -20,12 +20,9 @@ package server
 //     management plugin uses an internal ("direct") AMQP connection the same
 //     way. Admin connections are left out of the connection listings.
 //
-// Data races: a conn's channel table belongs to its reader goroutine, and its
-// user, vhost and client properties are written by the handshake without a
-// lock. The snapshots therefore read only what is published safely: the
-// connection's addresses (fixed before the conn is registered), the
-// heartbeat (atomic, stored by the handshake after the user), and the
-// consumer registry (consMu, filled after the handshake). See connView.
+// Data races: a conn's negotiated identity is published once (conn.info)
+// and its channel table is read under conn.chanMu; a channel's state under
+// its own mutex. See connView and Channels.
 
 import (
 	"cmp"
@@ -427,72 +424,39 @@ type ConnectionInfo struct {
 	Host     string // the broker's side
 	Port     int
 	// User, VHost, FrameMax, ChannelMax and ClientCaps are known once the
-	// connection has negotiated (see Negotiated).
+	// connection is open (see Negotiated).
 	User       string
 	VHost      string
 	FrameMax   uint32
 	ChannelMax uint16
 	Heartbeat  time.Duration
-	// Negotiated is false while the handshake may still be running, or for a
-	// connection whose negotiated fields cannot be read safely yet (see
-	// connView).
+	// Negotiated is false while the handshake is still running.
 	Negotiated bool
 	// ClientCaps are the capabilities the client announced.
 	ClientCaps map[string]bool
-	// Channels counts the channels known to have consumers; other open
-	// channels are not visible to the admin API (see connView).
+	// Channels counts the open channels.
 	Channels int
 }
 
-// connView is what can be read of c from another goroutine without a data
-// race. The handshake writes user, vhost, frameMax, channelMax and caps
-// without a lock, then stores the heartbeat (atomic); a connection with a
-// registered consumer is past its handshake (registration takes consMu).
-// Either gives a happens-before edge to those fields. A connection that
-// negotiated heartbeat 0 and has no consumer gets the vhost and user only
-// when they can be deduced (one vhost, one user).
-//
-// The clean fix, for the broker's owner: publish a snapshot at the end of
-// the handshake (an atomic.Pointer on conn) and guard channel table changes
-// with a mutex; see docs/management.md.
+// connView is a snapshot of c for the admin API: what the handshake
+// published (conn.info) and the channel table under chanMu.
 func (s *Server) connView(c *conn) ConnectionInfo {
 	ci := ConnectionInfo{Name: connName(c), ID: c.id}
 	ci.PeerHost, ci.PeerPort = splitAddr(c.nc.RemoteAddr())
 	ci.Host, ci.Port = splitAddr(c.nc.LocalAddr())
-	hb := time.Duration(c.heartbeat.Load())
-	ci.Heartbeat = hb
-	c.consMu.Lock()
-	chans := map[uint16]bool{}
-	for k := range c.consumers {
-		chans[k.ch.id] = true
-	}
-	hasConsumers := len(c.consumers) > 0
-	c.consMu.Unlock()
-	ci.Channels = len(chans)
-	switch {
-	case hasConsumers:
-		ci.User, ci.VHost = c.user, c.vhost.name
+	if info := c.info.Load(); info != nil {
 		ci.Negotiated = true
-	case hb > 0:
-		ci.User = c.user
-		ci.Negotiated = true
-	}
-	if ci.Negotiated {
-		ci.FrameMax, ci.ChannelMax = c.frameMax, c.channelMax
+		ci.User, ci.VHost = info.User, info.VHost
+		ci.FrameMax, ci.ChannelMax, ci.Heartbeat = info.FrameMax, info.ChannelMax, info.Heartbeat
 		ci.ClientCaps = map[string]bool{
-			"consumer_cancel_notify":       c.caps.consumerCancelNotify,
-			"connection.blocked":           c.caps.connectionBlocked,
-			"authentication_failure_close": c.caps.authFailureClose,
+			"consumer_cancel_notify":       info.Caps.consumerCancelNotify,
+			"connection.blocked":           info.Caps.connectionBlocked,
+			"authentication_failure_close": info.Caps.authFailureClose,
 		}
 	}
-	if ci.VHost == "" {
-		if names := s.VHostNames(); len(names) == 1 {
-			ci.VHost = names[0]
-		}
-	}
-	if ci.User == "" && len(s.cfg.Users) == 1 {
-		ci.User = s.Users()[0]
-	}
+	c.chanMu.Lock()
+	ci.Channels = len(c.channels)
+	c.chanMu.Unlock()
 	return ci
 }
 
@@ -671,20 +635,20 @@ func (s *Server) exclusiveConsumers() map[*queue.Queue]string {
 func (s *Server) Channels() []ChannelInfo {
 	var out []ChannelInfo
 	for _, c := range s.clientConns() {
-		ks := consumerSnapshot(c)
-		if len(ks) == 0 {
+		info := c.info.Load()
+		if info == nil {
 			continue
 		}
-		seen := map[*channel]bool{}
-		for _, k := range ks {
-			if seen[k.ch] {
-				continue
-			}
-			seen[k.ch] = true
-			ch := k.ch
+		c.chanMu.Lock()
+		chans := make([]*channel, 0, len(c.channels))
+		for _, ch := range c.channels {
+			chans = append(chans, ch)
+		}
+		c.chanMu.Unlock()
+		for _, ch := range chans {
 			ch.mu.Lock()
 			ci := ChannelInfo{
-				Connection: connName(c), Number: ch.id, User: c.user, VHost: c.vhost.name,
+				Connection: connName(c), Number: ch.id, User: info.User, VHost: info.VHost,
 				Consumers: len(ch.consumers), Unacked: ch.unacked.Len(),
 				Prefetch: int(ch.prefetch), GlobalPrefetch: int(ch.globalPrefetch),
 			}

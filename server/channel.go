@@ -132,7 +132,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	if ch.closing {
 		switch m := m.(type) {
 		case *amqp.ChannelCloseOk:
-			delete(ch.c.channels, ch.id)
+			ch.c.removeChannel(ch.id)
 		case *amqp.ChannelClose:
 			// Crossing closes: answer, but stay closing until our own
 			// close is acknowledged, as RabbitMQ does.
@@ -177,7 +177,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 	case *amqp.ChannelClose:
 		ch.shutdown()
 		ch.c.out.sendMethod(ch.id, &amqp.ChannelCloseOk{})
-		delete(ch.c.channels, ch.id)
+		ch.c.removeChannel(ch.id)
 		return nil
 	case *amqp.ChannelFlow:
 		return ch.flow(m)

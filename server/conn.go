@@ -37,7 +37,13 @@ type conn struct {
 	heartbeat  atomic.Int64 // time.Duration; 0 = off
 	caps       clientCaps
 
-	channels map[uint16]*channel // reader goroutine only
+	// channels is written only by the reader goroutine, under chanMu;
+	// other goroutines (the admin API) read it under chanMu.
+	channels map[uint16]*channel
+	chanMu   sync.Mutex
+	// info is what the handshake negotiated, published before open-ok for
+	// other goroutines to read.
+	info atomic.Pointer[connInfo]
 
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
@@ -48,6 +54,26 @@ type conn struct {
 
 	consMu    sync.Mutex
 	consumers map[*consumer]struct{}
+}
+
+// connInfo is a connection's negotiated identity, immutable once stored.
+type connInfo struct {
+	User        string
+	VHost       string
+	Mechanism   string
+	FrameMax    uint32
+	ChannelMax  uint16
+	Heartbeat   time.Duration
+	Caps        clientCaps
+	ClientProps amqp.Table
+	ConnectedAt time.Time
+}
+
+// removeChannel drops a channel from the table; reader goroutine only.
+func (c *conn) removeChannel(id uint16) {
+	c.chanMu.Lock()
+	delete(c.channels, id)
+	c.chanMu.Unlock()
 }
 
 type clientCaps struct {
@@ -283,7 +309,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 			return amqp.Errorf(amqp.NotAllowed, 0, 0,
 				"number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 		}
+		c.chanMu.Lock()
 		c.channels[id] = newChannel(c, id)
+		c.chanMu.Unlock()
 		c.out.sendMethod(id, &amqp.ChannelOpenOk{})
 		return nil
 	}
@@ -301,7 +329,7 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 func (c *conn) cleanupChannels() {
 	for id, ch := range c.channels {
 		ch.shutdown()
-		delete(c.channels, id)
+		c.removeChannel(id)
 	}
 }
 
@@ -395,6 +423,11 @@ func (c *conn) handshake() error {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "vhost %s not found", open.VirtualHost))
 	}
 	c.vhost = vh
+	c.info.Store(&connInfo{
+		User: c.user, VHost: vh.name, Mechanism: startOk.Mechanism, FrameMax: c.frameMax,
+		ChannelMax: c.channelMax, Heartbeat: time.Duration(c.heartbeat.Load()), Caps: c.caps,
+		ClientProps: startOk.ClientProperties, ConnectedAt: time.Now(),
+	})
 	c.out.sendMethod(0, &amqp.ConnectionOpenOk{})
 	return nil
 }
