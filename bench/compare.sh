@@ -21,6 +21,9 @@
 #                     runs (0: one Warren process for the whole run)
 #   OUT=dir           where per-run JSON files go (default: a temp dir)
 #   UPDATE_MD=1       also replace the results section of BENCHMARKS.md
+# The whole script is one compound command, so that bash has parsed all of
+# it before it starts: editing the file during a run cannot break the run.
+{
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -245,3 +248,5 @@ if [[ ${UPDATE_MD:-0} == 1 ]]; then
 	fi
 	log "updated $MD"
 fi
+exit
+}
