@@ -13,7 +13,7 @@ import (
 
 const (
 	defaultGCInterval   = time.Minute
-	defaultTrimInterval = time.Second
+	defaultTrimInterval = 250 * time.Millisecond
 	valueThreshold      = 1 << 10
 )
 

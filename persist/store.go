@@ -193,7 +193,7 @@ type Options struct {
 	// done(nil) does not mean the op survives a power loss.
 	NoSync bool
 	// TrimInterval is how often the pages of the store's mapped files are
-	// dropped from the process's resident set (default 1 s; negative
+	// dropped from the process's resident set (default 250 ms; negative
 	// disables it). See trimMapped.
 	TrimInterval time.Duration
 	// MemTableSize overrides Badger's memtable size (bytes) when > 0. The
