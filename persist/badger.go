@@ -102,14 +102,26 @@ func (k *badgerKV) runGC(interval time.Duration, logf func(string, ...any)) {
 			return
 		case <-t.C:
 		}
+		rewrote := false
 		for range 64 {
 			err := k.db.RunValueLogGC(0.5)
+			if errors.Is(err, badger.ErrNoRewrite) && !rewrote && k.vlogFiles() > 4 {
+				// Value-log GC only sees garbage that compactions have
+				// counted. After a backlog drains, nothing compacts an idle
+				// tree, so the log files would stay: compact once, then try
+				// again.
+				if ferr := k.db.Flatten(1); ferr != nil {
+					logf("persist: flatten: %v", ferr)
+				}
+				err = k.db.RunValueLogGC(0.5)
+			}
 			if err != nil {
 				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
 					logf("persist: value-log GC: %v", err)
 				}
 				break
 			}
+			rewrote = true
 			select {
 			case <-k.stop:
 				return
@@ -117,6 +129,12 @@ func (k *badgerKV) runGC(interval time.Duration, logf func(string, ...any)) {
 			}
 		}
 	}
+}
+
+// vlogFiles counts the value-log files.
+func (k *badgerKV) vlogFiles() int {
+	m, _ := filepath.Glob(filepath.Join(k.db.Opts().Dir, "*.vlog"))
+	return len(m)
 }
 
 // runTrim drops the store's mapped file pages from the process's resident
