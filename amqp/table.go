@@ -427,3 +427,45 @@ func skipFieldValue(b []byte, depth int) ([]byte, error) {
 	}
 	return b[n:], nil
 }
+
+// FieldTypeName returns RabbitMQ's name for the field-table type of a
+// decoded value, as its error texts spell it ("longstr", "signedint", ...).
+func FieldTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "void"
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int, uint64:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case time.Time:
+		return "timestamp"
+	case []any:
+		return "array"
+	case Table, map[string]any:
+		return "table"
+	case Decimal:
+		return "decimal"
+	}
+	return fmt.Sprintf("%T", v)
+}

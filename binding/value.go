@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // ValueEqual reports whether two field-table values are equal the way
@@ -311,39 +313,8 @@ func floatEqualsInt(f float64, n num) bool {
 // TypeName returns RabbitMQ's name for the field type of v, as it appears in
 // error texts ("longstr", "signedint", ...).
 func TypeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "void"
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int, uint64:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case time.Time:
-		return "timestamp"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "table"
+	if name := amqp.FieldTypeName(v); name != fmt.Sprintf("%T", v) {
+		return name
 	}
 	if _, ok := asTable(v); ok {
 		return "table"

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // Overflow is what a queue at its length limit does with a new message.
@@ -163,40 +165,4 @@ func intArg(name string, v any, lo, hi int64) (int64, error) {
 }
 
 // typeName is RabbitMQ's name for a field value's type.
-func typeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case time.Time:
-		return "timestamp"
-	case map[string]any:
-		return "table"
-	case []any:
-		return "array"
-	case nil:
-		return "void"
-	}
-	return fmt.Sprintf("%T", v)
-}
+func typeName(v any) string { return amqp.FieldTypeName(v) }
