@@ -215,13 +215,25 @@ func (v *vhost) removedFromQueue(q *queue.Queue, entries []queue.Entry) {
 // backlogFor chooses a queue's backlog: durable queues page to the store,
 // except priority queues, which keep everything in memory.
 func (v *vhost) backlogFor(id uint64, l queue.Limits) queue.Backlog {
-	if id == 0 || l.MaxPriority > 0 {
+	if l.MaxPriority > 0 {
 		return nil
 	}
-	return newPagedBacklog(v.store, id, v.srv.cfg.QueueWindow, func(err error) {
-		v.log.Error().Err(err).Msg("reading a queue's messages from the store failed")
-	})
+	logErr := func(err error) {
+		v.log.Error().Err(err).Msg("paging a queue's messages to or from the store failed")
+	}
+	if id == 0 {
+		// A non-durable queue spills past its window under an id of its
+		// own that no queue record names: a restart drops what it left.
+		b := newPagedBacklog(v.store, transientQueueBase|v.srv.spillID.Add(1), v.srv.cfg.QueueWindow, logErr)
+		b.transient, b.nextMsgID = true, v.nextMsgID
+		return b
+	}
+	return newPagedBacklog(v.store, id, v.srv.cfg.QueueWindow, logErr)
 }
+
+// transientQueueBase marks store queue ids of non-durable queues' spills,
+// far above any id the store hands out for queue records.
+const transientQueueBase = 1 << 62
 
 // markDelivered records that a stored entry went to a consumer, so a
 // restart redelivers it with redelivered set.

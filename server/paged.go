@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
@@ -20,13 +22,20 @@ import (
 // is above every stored entry pushed to mem (storedMax). Transient entries
 // stay in mem whatever their Seq.
 //
+// A non-durable queue pages too (transient backlog): past the window its
+// messages are written to the store under a store-only queue id that has
+// no queue record (so a restart drops them), and deleted from the store
+// again as they are loaded back.
+//
 // Like every backlog it is guarded by its queue's lock. It reads the store
 // under that lock: one Sync and one scan per loaded slice.
 type pagedBacklog struct {
-	store  persist.Store
-	qid    uint64
-	window int
-	log    func(err error)
+	store     persist.Store
+	qid       uint64
+	window    int
+	log       func(err error)
+	transient bool          // spill everything, settle as loaded
+	nextMsgID func() uint64 // transient: ids for spilled messages
 
 	mem       queue.Backlog
 	storedMax uint64
@@ -46,7 +55,19 @@ func (b *pagedBacklog) recovered(count int) {
 }
 
 func (b *pagedBacklog) Push(e queue.Entry) {
-	if e.Msg.StoreID != 0 && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
+	if b.transient && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
+		id := b.nextMsgID()
+		m := e.Msg
+		b.store.Publish(id, persist.MessageRecord{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body},
+			[]persist.QueueSeq{{QueueID: b.qid, Seq: e.Seq, MsgID: id}}, nil)
+		if b.diskN == 0 || e.Seq < b.diskFrom {
+			b.diskFrom = e.Seq
+		}
+		b.diskN++
+		b.diskBytes += m.Size()
+		return
+	}
+	if !b.transient && e.Msg.StoreID != 0 && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
 		if b.diskN == 0 || e.Seq < b.diskFrom {
 			b.diskFrom = e.Seq
 		}
@@ -55,7 +76,7 @@ func (b *pagedBacklog) Push(e queue.Entry) {
 		return
 	}
 	b.mem.Push(e)
-	if e.Msg.StoreID != 0 {
+	if b.transient || e.Msg.StoreID != 0 {
 		b.storedMax = max(b.storedMax, e.Seq)
 	}
 }
@@ -77,10 +98,17 @@ func (b *pagedBacklog) fill() {
 	}
 	loaded := 0
 	last := b.diskFrom
+	var spilled []persist.QueueSeq
 	err := b.store.ScanQueue(b.qid, b.diskFrom, max(b.window/2, 1), true, func(r persist.RecoveredEntry) error {
 		m := &queue.Message{
 			Exchange: r.Msg.Exchange, RoutingKey: r.Msg.RoutingKey, Props: r.Msg.Props, Body: r.Msg.Body,
 			Persistent: true, StoreID: r.MsgID, Priority: priority(r.Msg.Props),
+		}
+		if b.transient {
+			// Back in memory for good: the spilled copy goes.
+			m.Persistent = amqp.PropDeliveryMode(r.Msg.Props) == 2
+			m.StoreID = 0
+			spilled = append(spilled, persist.QueueSeq{QueueID: b.qid, Seq: r.Seq})
 		}
 		if exp, ok := amqp.PropExpiration(r.Msg.Props); ok {
 			m.TTL, m.HasTTL = parseExpiration(exp)
@@ -93,6 +121,9 @@ func (b *pagedBacklog) fill() {
 	})
 	if err != nil {
 		b.log(err)
+	}
+	if len(spilled) > 0 {
+		b.store.Settle(spilled, nil)
 	}
 	if loaded == 0 {
 		// The store has fewer entries than counted (settled by another
@@ -126,6 +157,17 @@ func (b *pagedBacklog) Bytes() int64 { return b.mem.Bytes() + b.diskBytes }
 // business (queue deletion drops them all; a purge pops entries instead).
 func (b *pagedBacklog) Purge() int {
 	n := b.Len()
+	if b.transient && b.diskN > 0 {
+		// A spill queue has no record: drop its entries (and bodies), in
+		// the background, since this runs under the queue's lock and a
+		// large spill takes a while. A restart drops them too.
+		store, qid, logErr := b.store, b.qid, b.log
+		go func() {
+			if err := store.DeleteQueue("", "", qid); err != nil && !errors.Is(err, persist.ErrClosed) {
+				logErr(err)
+			}
+		}()
+	}
 	b.mem.Purge()
 	b.diskN, b.diskBytes, b.storedMax = 0, 0, 0
 	return n

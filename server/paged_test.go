@@ -62,3 +62,41 @@ func TestPagedBacklogOrder(t *testing.T) {
 		t.Fatalf("order %v, want %s", got, want)
 	}
 }
+
+// TestPagedBacklogTransient spills a non-durable queue's messages past a
+// window of 2 to the store and checks that they come back in order and
+// leave nothing behind in the store.
+func TestPagedBacklogTransient(t *testing.T) {
+	st := persist.NewMemory()
+	defer st.Close()
+	var ids uint64
+	b := newPagedBacklog(st, transientQueueBase|1, 2, func(err error) { t.Error(err) })
+	b.transient, b.nextMsgID = true, func() uint64 { ids++; return ids }
+	q := queue.New(queue.Decl{Name: "tq"}, queue.Options{Backlog: b})
+	for i := 1; i <= 10; i++ {
+		q.Enqueue(&queue.Message{Body: []byte(fmt.Sprint(i))})
+	}
+	if b.diskN != 8 {
+		t.Fatalf("%d entries spilled, want 8", b.diskN)
+	}
+	var got []string
+	for {
+		e, _, ok := q.Get()
+		if !ok {
+			break
+		}
+		if e.Msg.StoreID != 0 || e.Msg.Persistent {
+			t.Fatalf("a loaded transient message looks stored: %+v", e.Msg)
+		}
+		got = append(got, string(e.Msg.Body))
+	}
+	if fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10]" {
+		t.Fatalf("order %v", got)
+	}
+	if err := st.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.QueueCounts(transientQueueBase | 1); err != nil || n != 0 {
+		t.Fatalf("%d spilled entries left in the store (%v)", n, err)
+	}
+}

@@ -27,8 +27,9 @@ type Server struct {
 	ln     net.Listener
 	nextID atomic.Uint64
 
-	store persist.Store
-	msgID atomic.Uint64 // last message id handed to the store
+	store   persist.Store
+	msgID   atomic.Uint64 // last message id handed to the store
+	spillID atomic.Uint64 // last store id given to a non-durable queue's spill
 
 	alarms *alarmState
 
