@@ -35,6 +35,7 @@ type pagedBacklog struct {
 	window    int
 	log       func(err error)
 	transient bool          // spill everything, settle as loaded
+	spills    int           // transient: messages spilled so far
 	nextMsgID func() uint64 // transient: ids for spilled messages
 
 	mem       queue.Backlog
@@ -43,6 +44,10 @@ type pagedBacklog struct {
 	diskBytes int64
 	diskFrom  uint64
 }
+
+// spillSyncEvery is how many transient spills go by between waits for the
+// store's committer.
+const spillSyncEvery = 1024
 
 func newPagedBacklog(store persist.Store, qid uint64, window int, log func(error)) *pagedBacklog {
 	return &pagedBacklog{store: store, qid: qid, window: window, log: log, mem: queue.NewMemBacklog()}
@@ -65,6 +70,15 @@ func (b *pagedBacklog) Push(e queue.Entry) {
 		}
 		b.diskN++
 		b.diskBytes += m.Size()
+		// The store holds each spilled body until its batch is written;
+		// waiting for the committer now and then keeps that bounded and
+		// paces a publisher to the disk (it is under this queue's lock, on
+		// the publisher's reader).
+		if b.spills++; b.spills%spillSyncEvery == 0 {
+			if err := b.store.Sync(); err != nil {
+				b.log(err)
+			}
+		}
 		return
 	}
 	if !b.transient && e.Msg.StoreID != 0 && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
