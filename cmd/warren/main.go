@@ -45,7 +45,7 @@ func run(args []string) error {
 	maxMessage := fs.Uint64("max-message-size", 128<<20, "largest message body accepted, in bytes")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "console or json")
-	gcLimit := fs.Int64("gc-memory-limit", 256<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
+	gcLimit := fs.Int64("gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
 	pprofListen := fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
 	mgmtListen := fs.String("mgmt-listen", "0.0.0.0:15672", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
 	if err := fs.Parse(args); err != nil {
