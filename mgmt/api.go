@@ -611,26 +611,11 @@ func (s *Server) getBinding(destType string) func(*request) error {
 // RabbitMQ does.
 func (s *Server) postBinding(destType string) func(*request) error {
 	return func(q *request) error {
-		var body struct {
-			RoutingKey string         `json:"routing_key"`
-			Arguments  map[string]any `json:"arguments"`
-		}
-		if err := q.decode(&body); err != nil {
-			return err
-		}
-		args, err := tableFromJSON(body.Arguments)
+		b, err := s.bindingFromBody(q, destType)
 		if err != nil {
-			return badRequest("arguments: %v", err)
-		}
-		vhost := q.param("vhost")
-		b := server.BindingInfo{
-			VHost: vhost, Source: q.exchangeParam("source"), Destination: q.param("dest"),
-			DestinationType: destType, RoutingKey: body.RoutingKey, Args: args,
-		}
-		if _, err := s.between(q, destType); err != nil {
 			return err
 		}
-		a, err := s.admin(q, vhost)
+		a, err := s.admin(q, b.VHost)
 		if err != nil {
 			return err
 		}
@@ -641,6 +626,30 @@ func (s *Server) postBinding(destType string) func(*request) error {
 		q.w.Header().Set("Location", url.PathEscape(propertiesKey(b.RoutingKey, b.Args)))
 		return q.noContent(true)
 	}
+}
+
+// bindingFromBody reads the binding a request names by its path and a JSON
+// body {"routing_key": ..., "arguments": ...}, after checking that both
+// ends exist.
+func (s *Server) bindingFromBody(q *request, destType string) (server.BindingInfo, error) {
+	var body struct {
+		RoutingKey string         `json:"routing_key"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if err := q.decode(&body); err != nil {
+		return server.BindingInfo{}, err
+	}
+	args, err := tableFromJSON(body.Arguments)
+	if err != nil {
+		return server.BindingInfo{}, badRequest("arguments: %v", err)
+	}
+	if _, err := s.between(q, destType); err != nil {
+		return server.BindingInfo{}, err
+	}
+	return server.BindingInfo{
+		VHost: q.param("vhost"), Source: q.exchangeParam("source"), Destination: q.param("dest"),
+		DestinationType: destType, RoutingKey: body.RoutingKey, Args: args,
+	}, nil
 }
 
 func (s *Server) unbind(q *request, b server.BindingInfo) error {
@@ -675,23 +684,9 @@ func (s *Server) deleteBinding(destType string) func(*request) error {
 // properties keys.
 func (s *Server) deleteBindingByBody(destType string) func(*request) error {
 	return func(q *request) error {
-		var body struct {
-			RoutingKey string         `json:"routing_key"`
-			Arguments  map[string]any `json:"arguments"`
-		}
-		if err := q.decode(&body); err != nil {
-			return err
-		}
-		args, err := tableFromJSON(body.Arguments)
+		b, err := s.bindingFromBody(q, destType)
 		if err != nil {
-			return badRequest("arguments: %v", err)
-		}
-		if _, err := s.between(q, destType); err != nil {
 			return err
-		}
-		b := server.BindingInfo{
-			VHost: q.param("vhost"), Source: q.exchangeParam("source"), Destination: q.param("dest"),
-			DestinationType: destType, RoutingKey: body.RoutingKey, Args: args,
 		}
 		if !s.broker.HasBinding(b) {
 			return notFound()
