@@ -25,6 +25,10 @@ type Target struct {
 	// need them are skipped without them.
 	SetPolicy   func(name, pattern, applyTo string, priority int, definition map[string]any) error
 	ClearPolicy func(name string) error
+	// MemoryAlarm, when set, raises (true) or clears (false) the broker's
+	// memory alarm, as rabbitmqctl set_vm_memory_high_watermark does with a
+	// tiny or the default watermark.
+	MemoryAlarm func(on bool) error
 }
 
 // Addr returns host:port of the target's URL (default port 5672).

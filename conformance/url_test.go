@@ -36,6 +36,17 @@ func TestAgainstURL(t *testing.T) {
 			}
 			return nil
 		}
+		target.MemoryAlarm = func(on bool) error {
+			w := "0.4"
+			if on {
+				w = "0.0000001"
+			}
+			out, err := exec.Command(ctl, "set_vm_memory_high_watermark", w).CombinedOutput()
+			if err != nil {
+				return &restartError{err: err, out: string(out)}
+			}
+			return nil
+		}
 		target.ClearPolicy = func(name string) error {
 			out, err := exec.Command(ctl, "clear_policy", name).CombinedOutput()
 			if err != nil {

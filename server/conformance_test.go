@@ -22,6 +22,14 @@ func TestConformance(t *testing.T) {
 			return srv.SetPolicy("/", server.Policy{Name: name, Pattern: pattern, ApplyTo: applyTo, Priority: priority, Definition: jsonNumbers(def)})
 		},
 		ClearPolicy: func(name string) error { return srv.DeletePolicy("/", name) },
+		MemoryAlarm: func(on bool) error {
+			if on {
+				srv.SetMemoryHighWatermark(1)
+			} else {
+				srv.SetMemoryHighWatermark(1 << 50)
+			}
+			return nil
+		},
 	})
 }
 
