@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -169,6 +170,45 @@ func init() {
 			_, ch = clDialChan(t, tg)
 			if got := fmt.Sprint(clGetAll(t, ch, q)); got != "[2 1 3 0 4]" {
 				t.Fatalf("after restart %s, want [2 1 3 0 4] (by priority, FIFO within one)", got)
+			}
+		},
+	})
+}
+
+func init() {
+	register(Case{
+		// A message's TTL keeps its deadline across a restart: it is not
+		// restarted by the recovery.
+		Name: "restart/ttl-keeps-deadline",
+		Run: func(t T, tg Target) {
+			if tg.Restart == nil {
+				return
+			}
+			conn, ch := clDialChan(t, tg)
+			q := clUniq("rs-ttl")
+			clCleanupQueue(t, tg, q)
+			if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-message-ttl": int32(3000)}); err != nil {
+				t.Fatalf("queue.declare: %v", err)
+			}
+			published := time.Now()
+			clPublishConfirmed(t, clConfirmChan(t, conn), "", q, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("m")})
+			// Part of the scenario, not a wait for a result: two of the
+			// three seconds pass before the restart.
+			time.Sleep(2 * time.Second)
+			rsRestart(t, tg)
+			_, ch = clDialChan(t, tg)
+			for {
+				qq, err := ch.QueueDeclarePassive(q, true, false, false, false, amqp.Table{"x-message-ttl": int32(3000)})
+				if err != nil {
+					t.Fatalf("passive declare: %v", err)
+				}
+				if qq.Messages == 0 {
+					return
+				}
+				if time.Since(published) > 4500*time.Millisecond {
+					t.Fatalf("the message outlived its 3 s TTL by more than 1.5 s: the restart reset its deadline")
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
 		},
 	})

@@ -212,7 +212,7 @@ func (s *engine) estimate(o *op) (count, size int64) {
 		size += int64(n) * s.kv.entrySize(klen, vlen)
 	}
 	pub := func(m *MessageRecord, entries int) {
-		es(entries, entryKeyLen, entryValLen)
+		es(entries, entryKeyLen, entryValLen+8)
 		es(1, bodyKeyLen, messageSize(m))
 	}
 	settle := func(n int) {
@@ -225,7 +225,7 @@ func (s *engine) estimate(o *op) (count, size int64) {
 	case opSettle:
 		settle(len(o.qs))
 	case opDelivered:
-		es(len(o.qs), entryKeyLen, entryValLen)
+		es(len(o.qs), entryKeyLen, entryValLen+8)
 	case opAtomic:
 		for i := range o.pubs {
 			pub(&o.pubs[i].Msg, len(o.pubs[i].Entries))
@@ -306,7 +306,7 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 			continue
 		}
 		k := appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq)
-		v := appendEntryVal(s.alloc(entryValLen), msgID, 0)
+		v := appendEntryVal(s.alloc(entryValLen+8), msgID, 0, e.Expires)
 		if err := txn.set(k, v); err != nil {
 			return err
 		}
@@ -369,9 +369,10 @@ func (s *engine) markDelivered(txn kvTxn, queueID, seq uint64) error {
 	k := appendEntryKey(s.alloc(entryKeyLen), queueID, seq)
 	var msgID uint64
 	var flags byte
+	var expires int64
 	ok := false
 	err := txn.get(k, func(v []byte) error {
-		msgID, flags, ok = parseEntryVal(v)
+		msgID, flags, expires, ok = parseEntryValExpires(v)
 		return nil
 	})
 	if errors.Is(err, ErrNotFound) || (err == nil && (!ok || flags&flagDelivered != 0)) {
@@ -380,7 +381,7 @@ func (s *engine) markDelivered(txn kvTxn, queueID, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	return txn.set(k, appendEntryVal(s.alloc(entryValLen), msgID, flags|flagDelivered))
+	return txn.set(k, appendEntryVal(s.alloc(entryValLen+8), msgID, flags|flagDelivered, expires))
 }
 
 // dropQueueChunk removes up to dropChunk entries of a queue and the bodies

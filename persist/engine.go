@@ -342,12 +342,12 @@ func (s *engine) RecoverQueue(queueID uint64, fn func(e RecoveredEntry) error) (
 	err := s.kv.view(func(r kvReader) error {
 		return r.scan(entryPrefix(queueID), false, func(k, v []byte) error {
 			_, seq, _ := parseEntryKey(k)
-			msgID, flags, ok := parseEntryVal(v)
+			msgID, flags, expires, ok := parseEntryValExpires(v)
 			if !ok {
 				return fmt.Errorf("%w: entry %x", ErrCorrupt, k)
 			}
 			maxSeq = max(maxSeq, seq)
-			e := RecoveredEntry{Seq: seq, MsgID: msgID, Redelivered: flags&flagDelivered != 0}
+			e := RecoveredEntry{Seq: seq, MsgID: msgID, Redelivered: flags&flagDelivered != 0, Expires: expires}
 			err := r.get(bodyKey(msgID), func(v []byte) error {
 				m, err := decodeMessage(append([]byte(nil), v...))
 				e.Msg = m

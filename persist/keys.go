@@ -14,7 +14,8 @@ package persist
 //	        destKind u8 (0 queue, 1 exchange) | len16 dst | dst |
 //	        len16 rkey | rkey | sha256(args) [32]                 binding record
 //	0x04  kindBody     | msgID u64                                message record
-//	0x05  kindEntry    | queueID u64 | seq u64                    msgID u64 | flags u8 (bit 0: delivered)
+//	0x05  kindEntry    | queueID u64 | seq u64                    msgID u64 | flags u8 (bit 0: delivered,
+//	                                                                bit 1: expiry follows) | [expiry u64, Unix ns]
 //	0x06  kindBlob     | key bytes (rest of the key)              blob value
 //	0x07  kindMeta     | meta id u8                               u64 counter
 //
@@ -51,6 +52,7 @@ const (
 	entryValLen   = 8 + 1
 	bodyKeyLen    = 1 + 8
 	flagDelivered = 0x01
+	flagExpires   = 0x02 // an 8-byte expiry (Unix ns) follows the flags
 )
 
 func appendName(b []byte, s string) []byte {
@@ -122,16 +124,30 @@ func parseBodyKey(k []byte) (uint64, bool) {
 	return binary.BigEndian.Uint64(k[1:]), true
 }
 
-func appendEntryVal(b []byte, msgID uint64, flags byte) []byte {
+// appendEntryVal encodes an entry's value; an expiry other than 0 is
+// appended (and flagged) after the flags byte.
+func appendEntryVal(b []byte, msgID uint64, flags byte, expires int64) []byte {
 	b = binary.BigEndian.AppendUint64(b, msgID)
-	return append(b, flags)
+	if expires == 0 {
+		return append(b, flags&^flagExpires)
+	}
+	b = append(b, flags|flagExpires)
+	return binary.BigEndian.AppendUint64(b, uint64(expires))
 }
 
 func parseEntryVal(v []byte) (msgID uint64, flags byte, ok bool) {
-	if len(v) != entryValLen {
-		return 0, 0, false
+	msgID, flags, _, ok = parseEntryValExpires(v)
+	return msgID, flags, ok
+}
+
+func parseEntryValExpires(v []byte) (msgID uint64, flags byte, expires int64, ok bool) {
+	switch {
+	case len(v) == entryValLen && v[8]&flagExpires == 0:
+		return binary.BigEndian.Uint64(v), v[8], 0, true
+	case len(v) == entryValLen+8 && v[8]&flagExpires != 0:
+		return binary.BigEndian.Uint64(v), v[8], int64(binary.BigEndian.Uint64(v[9:])), true
 	}
-	return binary.BigEndian.Uint64(v), v[8], true
+	return 0, 0, 0, false
 }
 
 func blobKey(key string) []byte {

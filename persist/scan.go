@@ -30,11 +30,11 @@ func (s *engine) ScanQueue(queueID, from uint64, limit int, withBodies bool, fn 
 		start := appendEntryKey(nil, queueID, from)
 		return r.scanFrom(entryPrefix(queueID), start, false, func(k, v []byte) error {
 			_, seq, _ := parseEntryKey(k)
-			msgID, flags, ok := parseEntryVal(v)
+			msgID, flags, expires, ok := parseEntryValExpires(v)
 			if !ok {
 				return fmt.Errorf("%w: entry %x", ErrCorrupt, k)
 			}
-			e := RecoveredEntry{Seq: seq, MsgID: msgID, Redelivered: flags&flagDelivered != 0}
+			e := RecoveredEntry{Seq: seq, MsgID: msgID, Redelivered: flags&flagDelivered != 0, Expires: expires}
 			if withBodies {
 				err := r.get(bodyKey(msgID), func(v []byte) error {
 					m, err := decodeMessage(append([]byte(nil), v...))

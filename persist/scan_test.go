@@ -55,3 +55,28 @@ func TestScanQueueAndCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestEntryExpirySurvives checks that an entry's expiry is stored, kept by
+// Delivered, and returned on scans.
+func TestEntryExpirySurvives(t *testing.T) {
+	s, err := persist.Open(t.TempDir(), persist.Options{GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q := &persist.QueueRecord{VHost: "/", Name: "q", Durable: true}
+	if err := s.SaveQueue(q); err != nil {
+		t.Fatal(err)
+	}
+	s.Publish(1, persist.MessageRecord{Body: []byte("a")}, []persist.QueueSeq{{QueueID: q.ID, Seq: 1, MsgID: 1, Expires: 12345}}, nil)
+	s.Publish(2, persist.MessageRecord{Body: []byte("b")}, []persist.QueueSeq{{QueueID: q.ID, Seq: 2, MsgID: 2}}, nil)
+	s.Delivered([]persist.QueueSeq{{QueueID: q.ID, Seq: 1}})
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var got []persist.RecoveredEntry
+	s.ScanQueue(q.ID, 0, 10, false, func(e persist.RecoveredEntry) error { got = append(got, e); return nil })
+	if len(got) != 2 || got[0].Expires != 12345 || !got[0].Redelivered || got[1].Expires != 0 {
+		t.Fatalf("entries %+v", got)
+	}
+}

@@ -46,6 +46,10 @@ type MessageRecord struct {
 type QueueSeq struct {
 	QueueID, Seq uint64
 	MsgID        uint64
+	// Expires is when the entry expires (Unix ns; 0: never), stored by
+	// Publish and Atomic and returned on recovery, so a TTL keeps its
+	// deadline across a restart.
+	Expires int64
 }
 
 // PublishOp is one publish inside an Atomic op.
@@ -59,6 +63,7 @@ type PublishOp struct {
 type RecoveredEntry struct {
 	Seq, MsgID  uint64
 	Redelivered bool
+	Expires     int64 // Unix ns; 0: never
 	Msg         MessageRecord
 }
 

@@ -266,11 +266,33 @@ func (q *Queue) SetSeq(seq uint64) {
 	q.mu.Unlock()
 }
 
-// Restore appends a recovered entry (ascending Seq) at start-up.
+// Recovered drops what expired while the broker was down and arms the
+// expiry timer for the rest, after start-up recovery.
+func (q *Queue) Recovered() {
+	q.mu.Lock()
+	q.dropExpired(q.now())
+	q.armTTL()
+	dead, removed := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead, removed)
+}
+
+// ExpiryFor is when m would expire if enqueued now (Unix ns; 0: never),
+// for the durable store to keep with the entry.
+func (q *Queue) ExpiryFor(m *Message) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.expiry(m, q.now())
+}
+
+// Restore appends a recovered entry (ascending Seq) at start-up. An entry
+// recovered with an expiry keeps it.
 func (q *Queue) Restore(e Entry) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e.Expires = q.expiry(e.Msg, q.now())
+	if e.Expires == 0 {
+		e.Expires = q.expiry(e.Msg, q.now())
+	}
 	q.backlog.Push(e)
 	q.seq = max(q.seq, e.Seq)
 	q.armTTL()

@@ -136,7 +136,7 @@ func (v *vhost) reserve(msg *queue.Message, queues []*queue.Queue) []persist.Que
 	var entries []persist.QueueSeq
 	for _, q := range queues {
 		if q.ID != 0 {
-			entries = append(entries, persist.QueueSeq{QueueID: q.ID, Seq: q.ReserveSeq()})
+			entries = append(entries, persist.QueueSeq{QueueID: q.ID, Seq: q.ReserveSeq(), Expires: q.ExpiryFor(msg)})
 		}
 	}
 	if len(entries) > 0 {
@@ -303,7 +303,7 @@ func (s *Server) recoverDefinitions() error {
 			if exp, ok := amqp.PropExpiration(e.Msg.Props); ok {
 				m.TTL, m.HasTTL = parseExpiration(exp)
 			}
-			q.Restore(queue.Entry{Seq: e.Seq, Msg: m, Redelivered: e.Redelivered})
+			q.Restore(queue.Entry{Seq: e.Seq, Msg: m, Redelivered: e.Redelivered, Expires: e.Expires})
 			messages++
 			return nil
 		})
@@ -327,6 +327,11 @@ func (s *Server) recoverDefinitions() error {
 		src.Bind(binding.Binding{Dest: d, Key: b.RoutingKey, Args: decodeArgs(b.Args)})
 	}
 	s.msgID.Store(s.store.NextMessageID())
+	for _, v := range s.vhosts {
+		for _, q := range v.queues {
+			q.Recovered()
+		}
+	}
 	s.log.Info().Int("exchanges", len(defs.Exchanges)).Int("queues", len(defs.Queues)).
 		Int("bindings", len(defs.Bindings)).Int("messages", messages).Msg("recovered durable state")
 	return nil

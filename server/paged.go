@@ -64,7 +64,7 @@ func (b *pagedBacklog) Push(e queue.Entry) {
 		id := b.nextMsgID()
 		m := e.Msg
 		b.store.Publish(id, persist.MessageRecord{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body},
-			[]persist.QueueSeq{{QueueID: b.qid, Seq: e.Seq, MsgID: id}}, nil)
+			[]persist.QueueSeq{{QueueID: b.qid, Seq: e.Seq, MsgID: id, Expires: e.Expires}}, nil)
 		if b.diskN == 0 || e.Seq < b.diskFrom {
 			b.diskFrom = e.Seq
 		}
@@ -127,7 +127,7 @@ func (b *pagedBacklog) fill() {
 		if exp, ok := amqp.PropExpiration(r.Msg.Props); ok {
 			m.TTL, m.HasTTL = parseExpiration(exp)
 		}
-		b.mem.Push(queue.Entry{Seq: r.Seq, Msg: m, Redelivered: r.Redelivered})
+		b.mem.Push(queue.Entry{Seq: r.Seq, Msg: m, Redelivered: r.Redelivered, Expires: r.Expires})
 		b.diskBytes -= m.Size()
 		loaded++
 		last = r.Seq
