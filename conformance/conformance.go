@@ -29,6 +29,9 @@ type Target struct {
 	// memory alarm, as rabbitmqctl set_vm_memory_high_watermark does with a
 	// tiny or the default watermark.
 	MemoryAlarm func(on bool) error
+	// SetMaxMessageSize, when set, changes the broker's largest accepted
+	// message body (RabbitMQ's max_message_size); 0 restores the default.
+	SetMaxMessageSize func(n int) error
 }
 
 // Addr returns host:port of the target's URL (default port 5672).

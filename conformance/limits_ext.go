@@ -85,3 +85,32 @@ func first(xs []any) any {
 	}
 	return xs[0]
 }
+
+func init() {
+	register(Case{
+		// A message over max_message_size closes its channel with 406; the
+		// connection stays up and a message at the limit goes through.
+		Name: "limits/max-message-size-406",
+		Run: func(t T, tg Target) {
+			if tg.SetMaxMessageSize == nil {
+				return
+			}
+			if err := tg.SetMaxMessageSize(4096); err != nil {
+				t.Fatalf("set max message size: %v", err)
+			}
+			t.Cleanup(func() { tg.SetMaxMessageSize(0) })
+			conn, ch := clDialChan(t, tg)
+			q := clDeclareQueue(t, tg, ch, "mms", nil)
+			clPublishConfirmed(t, clConfirmChan(t, conn), "", q, amqp.Publishing{Body: make([]byte, 4096)})
+			big := clOpenChan(t, conn)
+			closes := clNotifyClose(big)
+			if err := big.Publish("", q, false, false, amqp.Publishing{Body: make([]byte, 5000)}); err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+			clExpectAsyncClose(t, conn, closes, 406, clChanClose)
+			if got := len(clGetAll(t, ch, q)); got != 1 {
+				t.Fatalf("queue holds %d messages, want 1", got)
+			}
+		},
+	})
+}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -42,6 +43,16 @@ func TestAgainstURL(t *testing.T) {
 				w = "0.0000001"
 			}
 			out, err := exec.Command(ctl, "set_vm_memory_high_watermark", w).CombinedOutput()
+			if err != nil {
+				return &restartError{err: err, out: string(out)}
+			}
+			return nil
+		}
+		target.SetMaxMessageSize = func(n int) error {
+			if n == 0 {
+				n = 134217728
+			}
+			out, err := exec.Command(ctl, "eval", fmt.Sprintf("application:set_env(rabbit, max_message_size, %d).", n)).CombinedOutput()
 			if err != nil {
 				return &restartError{err: err, out: string(out)}
 			}

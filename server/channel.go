@@ -341,12 +341,12 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		if h.ClassID != 60 {
 			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got one for class %d instead", h.ClassID)
 		}
-		if h.BodySize > ch.c.srv.cfg.MaxMessageSize && !ch.closing {
+		if limit := ch.c.srv.maxMessageSize.Load(); h.BodySize > limit && !ch.closing {
 			// The body frames still to come are framed and dropped: nothing
 			// beyond the limit is buffered.
 			p.gotHdr, p.bodySize = true, h.BodySize
 			ch.softError(amqp.Errorf(amqp.PreconditionFailed, 60, 40,
-				"message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize))
+				"message size %d is larger than configured max size %d", h.BodySize, limit))
 			return nil
 		}
 		p.gotHdr = true

@@ -22,6 +22,13 @@ func TestConformance(t *testing.T) {
 			return srv.SetPolicy("/", server.Policy{Name: name, Pattern: pattern, ApplyTo: applyTo, Priority: priority, Definition: jsonNumbers(def)})
 		},
 		ClearPolicy: func(name string) error { return srv.DeletePolicy("/", name) },
+		SetMaxMessageSize: func(n int) error {
+			if n == 0 {
+				n = 128 << 20
+			}
+			srv.SetMaxMessageSize(uint64(n))
+			return nil
+		},
 		MemoryAlarm: func(on bool) error {
 			if on {
 				srv.SetMemoryHighWatermark(1)

@@ -31,6 +31,8 @@ type Server struct {
 	msgID   atomic.Uint64 // last message id handed to the store
 	spillID atomic.Uint64 // last store id given to a non-durable queue's spill
 
+	maxMessageSize atomic.Uint64
+
 	alarms *alarmState
 
 	replyMu sync.Mutex
@@ -63,6 +65,7 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.Store = st
 	}
 	s.store = cfg.Store
+	s.maxMessageSize.Store(cfg.MaxMessageSize)
 	limit := cfg.MemoryHighWatermarkBytes
 	if limit == 0 {
 		limit = memoryLimit(cfg.MemoryHighWatermark)
@@ -78,6 +81,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// SetMaxMessageSize changes the largest accepted message body at run time
+// (RabbitMQ's max_message_size).
+func (s *Server) SetMaxMessageSize(n uint64) { s.maxMessageSize.Store(n) }
 
 // Close releases what New opened, for a server whose Serve was never
 // called; Serve does it itself when it returns.
