@@ -16,6 +16,9 @@ import (
 	"github.com/warrenmq/warren/persist"
 )
 
+// storeCloseTimeout bounds how long shutdown waits for the store to close.
+const storeCloseTimeout = 30 * time.Second
+
 // Server is one broker node.
 type Server struct {
 	cfg Config
@@ -179,8 +182,18 @@ func (s *Server) shutdown() {
 		c.forceClose("broker shutdown")
 	}
 	s.wg.Wait()
-	if err := s.store.Close(); err != nil {
-		s.log.Error().Err(err).Msg("closing the store")
+	// A store that cannot flush (its directory gone, a dead disk) may
+	// retry for ever; shutdown does not wait for it beyond a bound.
+	closed := make(chan error, 1)
+	go func() { closed <- s.store.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			s.log.Error().Err(err).Msg("closing the store")
+		}
+	case <-time.After(storeCloseTimeout):
+		s.log.Error().Dur("waited", storeCloseTimeout).Msg("the store did not close; exiting without it (unconfirmed writes may be lost)")
+		return
 	}
 	st := s.store.Stats()
 	s.log.Info().Uint64("commits", st.Commits).Float64("messages_per_commit", st.MessagesPerCommit()).Msg("store closed")
