@@ -32,6 +32,9 @@ type Target struct {
 	// SetMaxMessageSize, when set, changes the broker's largest accepted
 	// message body (RabbitMQ's max_message_size); 0 restores the default.
 	SetMaxMessageSize func(n int) error
+	// Admin, when set, manages users, vhosts and permissions (the access
+	// cases need it).
+	Admin Admin
 }
 
 // Addr returns host:port of the target's URL (default port 5672).

@@ -37,6 +37,7 @@ func TestAgainstURL(t *testing.T) {
 			}
 			return nil
 		}
+		target.Admin = RabbitmqctlAdmin(ctl)
 		target.MemoryAlarm = func(on bool) error {
 			w := "0.4"
 			if on {
