@@ -48,6 +48,10 @@ func run(args []string) error {
 	gcLimit := fs.Int64("gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
 	pprofListen := fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
 	mgmtListen := fs.String("mgmt-listen", "0.0.0.0:15672", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
+	tlsListen := fs.String("tls-listen", "", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the amqps listener")
+	tlsKey := fs.String("tls-key", "", "PEM private key of the amqps listener")
+	tlsCA := fs.String("tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +76,10 @@ func run(args []string) error {
 	}
 	srv, err := server.New(server.Config{
 		Listen:         *listen,
+		TLSListen:      *tlsListen,
+		TLSCert:        *tlsCert,
+		TLSKey:         *tlsKey,
+		TLSCA:          *tlsCA,
 		DataDir:        *dataDir,
 		Users:          map[string]string{*user: *pass},
 		FrameMax:       uint32(*frameMax),
