@@ -85,11 +85,11 @@ func TestPermissionMatching(t *testing.T) {
 func TestTopicPermissions(t *testing.T) {
 	db := New(nil)
 	must(t, db.Seed(map[string]string{"bob": "pw"}))
-	if !db.CheckTopic("bob", "/", "amq.topic", Write, "anything", nil) {
+	if !db.CheckTopic("bob", "/", "amq.topic", Write, "anything", Vars{}) {
 		t.Fatal("no topic permission must allow everything")
 	}
 	must(t, db.SetTopicPermission(TopicPermission{User: "bob", VHost: "/", Exchange: "amq.topic", Write: "^{username}\\.", Read: "^public\\."}))
-	vars := map[string]string{"username": "bob", "vhost": "/"}
+	vars := Vars{Username: "bob", VHost: "/"}
 	for _, c := range []struct {
 		p    Perm
 		key  string

@@ -468,7 +468,7 @@ func compileTopic(p TopicPermission) (*compiledTopic, error) {
 			s = anchorEmpty(p.Read)
 		}
 		// Validate with the variables replaced by a plain word.
-		re, err := regexp.Compile(expandVars(s, map[string]string{"username": "u", "vhost": "v", "client_id": "c"}))
+		re, err := regexp.Compile(expandVars(s, Vars{"u", "v", "c"}))
 		if err != nil {
 			return nil, fmt.Errorf("invalid %s topic permission pattern %q: %w", perm, s, err)
 		}
@@ -479,13 +479,18 @@ func compileTopic(p TopicPermission) (*compiledTopic, error) {
 	return ct, nil
 }
 
-// expandVars replaces {name} with vars[name], quoted for a regular
-// expression.
-func expandVars(p string, vars map[string]string) string {
-	for k, v := range vars {
-		p = strings.ReplaceAll(p, "{"+k+"}", regexp.QuoteMeta(v))
-	}
-	return p
+// Vars are the values of the variables a topic permission pattern may
+// use: {username}, {vhost} and {client_id}.
+type Vars struct{ Username, VHost, ClientID string }
+
+// expandVars replaces the variables in p with their values, quoted for a
+// regular expression.
+func expandVars(p string, vars Vars) string {
+	return strings.NewReplacer(
+		"{username}", regexp.QuoteMeta(vars.Username),
+		"{vhost}", regexp.QuoteMeta(vars.VHost),
+		"{client_id}", regexp.QuoteMeta(vars.ClientID),
+	).Replace(p)
 }
 
 // SetPermission sets a user's permissions in a vhost; both must exist.
@@ -601,9 +606,9 @@ func (db *DB) Check(user, vhost string, p Perm, name string) bool {
 
 // CheckTopic reports whether user may publish (Write) or bind (Read) with
 // routingKey on the topic exchange of vhost. Without a topic permission
-// for that exchange everything is allowed. vars fills {username}, {vhost}
-// and {client_id} in the pattern.
-func (db *DB) CheckTopic(user, vhost, exchange string, p Perm, routingKey string, vars map[string]string) bool {
+// for that exchange everything is allowed. vars fills the pattern's
+// variables.
+func (db *DB) CheckTopic(user, vhost, exchange string, p Perm, routingKey string, vars Vars) bool {
 	db.mu.RLock()
 	ts := db.topics[pkey{vhost, user}]
 	db.mu.RUnlock()

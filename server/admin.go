@@ -26,10 +26,6 @@ package server
 
 import (
 	"cmp"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"net"
 	"os"
@@ -39,6 +35,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/exchange"
 	"github.com/warrenmq/warren/persist"
@@ -108,38 +105,30 @@ func (s *Server) Alarms() AlarmStatus {
 	return AlarmStatus{Memory: s.alarms.memory, Disk: s.alarms.disk, MemoryLimit: s.alarms.memLimit, DiskFreeLimit: s.cfg.DiskFreeLimit}
 }
 
-// Users lists the configured user names, sorted.
+// Users lists the user names, sorted.
 func (s *Server) Users() []string {
-	names := make([]string, 0, len(s.cfg.Users))
-	for u := range s.cfg.Users {
-		names = append(names, u)
+	var names []string
+	for _, u := range s.auth.Users() {
+		names = append(names, u.Name)
 	}
-	slices.Sort(names)
 	return names
 }
 
 // Authenticate reports whether user exists with password pass.
 func (s *Server) Authenticate(user, pass string) bool {
-	want, ok := s.cfg.Users[user]
-	if !ok {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(want), []byte(pass)) == 1
+	_, ok := s.auth.Authenticate(user, pass)
+	return ok
 }
 
-// PasswordHash returns user's password in RabbitMQ's
-// rabbit_password_hashing_sha256 form (base64 of a random 4-byte salt
-// followed by SHA-256 of salt and password), as the management API shows it
-// and RabbitMQ imports it.
+// PasswordHash returns user's stored password hash in RabbitMQ's form
+// (base64 of a 4-byte salt followed by the digest of salt and password),
+// as the management API shows it and RabbitMQ imports it.
 func (s *Server) PasswordHash(user string) (string, bool) {
-	pass, ok := s.cfg.Users[user]
+	u, ok := s.auth.User(user)
 	if !ok {
 		return "", false
 	}
-	var salt [4]byte
-	rand.Read(salt[:])
-	sum := sha256.Sum256(append(salt[:], pass...))
-	return base64.StdEncoding.EncodeToString(append(salt[:], sum[:]...)), true
+	return auth.EncodeHash(u.PasswordHash), true
 }
 
 // VHostNames lists the vhosts, sorted.

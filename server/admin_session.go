@@ -26,6 +26,7 @@ func (a adminAddr) String() string  { return string(a) }
 type adminPipe struct {
 	net.Conn
 	peer adminAddr
+	user string // who the caller authenticated
 }
 
 func (p *adminPipe) RemoteAddr() net.Addr { return p.peer }
@@ -51,15 +52,17 @@ type AdminSession struct {
 // OpenAdmin opens an admin session as user (who must be configured) on
 // vhost.
 func (s *Server) OpenAdmin(user, vhost string) (*AdminSession, error) {
-	pass, ok := s.cfg.Users[user]
-	if !ok {
+	// The caller authenticated the user; the pipe vouches for it, so the
+	// handshake carries no password.
+	if _, ok := s.auth.User(user); !ok {
 		return nil, amqp.Errorf(amqp.AccessRefused, 0, 0, "no user '%s'", user)
 	}
+	pass := ""
 	if _, err := s.adminVHost(vhost); err != nil {
 		return nil, err
 	}
 	client, srv := net.Pipe()
-	s.startConn(&adminPipe{Conn: srv, peer: adminAddr("management/" + user)})
+	s.startConn(&adminPipe{Conn: srv, peer: adminAddr("management/" + user), user: user})
 	a := &AdminSession{srv: s, nc: client, fr: amqp.NewFrameReader(client, 64<<10), vhost: vhost}
 	if err := a.handshake(user, pass, vhost); err != nil {
 		client.Close()

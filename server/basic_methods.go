@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/txn"
@@ -36,6 +37,9 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	}
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
+		return err
+	}
+	if err := ch.check(auth.Read, "queue", name); err != nil {
 		return err
 	}
 	q, err := ch.findQueue(name)
@@ -148,6 +152,9 @@ func (ch *channel) publish(p *publishing) error {
 	if m.Immediate {
 		return amqp.Errorf(amqp.NotImplemented, 60, 40, "immediate=true")
 	}
+	if err := ch.checkPublish(m.Exchange); err != nil {
+		return err
+	}
 	v := ch.c.vhost
 	v.mu.RLock()
 	e := v.exchanges[m.Exchange]
@@ -157,6 +164,9 @@ func (ch *channel) publish(p *publishing) error {
 	}
 	if e.Internal {
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, v.name)
+	}
+	if err := ch.checkTopic(e, auth.Write, m.RoutingKey); err != nil {
+		return err
 	}
 	if err := ch.checkUserID(p.props); err != nil {
 		return err
@@ -253,6 +263,9 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
+		return err
+	}
+	if err := ch.check(auth.Read, "queue", name); err != nil {
 		return err
 	}
 	q, err := ch.findQueue(name)

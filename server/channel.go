@@ -32,6 +32,7 @@ type channel struct {
 	replyKey  string        // the direct reply-to name, if the channel consumes replies
 	tx        *txn.Tx[*publishing]
 	scratch   []ack.Delivery
+	pubPerm   publishPermCache
 
 	mu             sync.Mutex
 	closed         bool

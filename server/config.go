@@ -13,10 +13,27 @@ import (
 type Config struct {
 	// Listen is the AMQP listener address (default 0.0.0.0:5672).
 	Listen string
+	// TLSListen is the amqps listener address; no TLS listener when empty.
+	// TLSCert and TLSKey are the PEM files of its certificate and key.
+	// TLSCA, when set, is a PEM file of CA certificates: clients are asked
+	// for a certificate and one they present must verify against it
+	// (a client without one may still log in with a password); a verified
+	// certificate offers the EXTERNAL mechanism, its subject's Common Name
+	// being the user.
+	TLSListen string
+	TLSCert   string
+	TLSKey    string
+	TLSCA     string
 	// DataDir is where durable state lives (default ./warren-data).
 	DataDir string
-	// Users maps user names to passwords (default guest/guest).
+	// Users maps user names to passwords (default guest/guest). They are
+	// created, as administrators with full permissions on vhost "/", on a
+	// first start only: afterwards the stored users are the truth.
 	Users map[string]string
+	// LoopbackUsers may log in from loopback addresses only (default
+	// guest, RabbitMQ's loopback_users); an empty non-nil slice allows
+	// every user from anywhere.
+	LoopbackUsers []string
 	// FrameMax is the largest frame the broker accepts and offers in
 	// connection.tune (default 131072, RabbitMQ's).
 	FrameMax uint32
@@ -61,6 +78,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Users == nil {
 		c.Users = map[string]string{"guest": "guest"}
+	}
+	if c.LoopbackUsers == nil {
+		c.LoopbackUsers = []string{"guest"}
 	}
 	if c.FrameMax == 0 {
 		c.FrameMax = 131072

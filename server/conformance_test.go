@@ -3,6 +3,9 @@ package server_test
 import (
 	"testing"
 
+	"maps"
+
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/conformance"
 	"github.com/warrenmq/warren/server"
 	"github.com/warrenmq/warren/server/servertest"
@@ -29,6 +32,7 @@ func TestConformance(t *testing.T) {
 			srv.SetMaxMessageSize(uint64(n))
 			return nil
 		},
+		Admin: serverAdmin{srv},
 		MemoryAlarm: func(on bool) error {
 			if on {
 				srv.SetMemoryHighWatermark(1)
@@ -52,4 +56,31 @@ func jsonNumbers(def map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// serverAdmin is conformance.Admin on the server's own API.
+type serverAdmin struct{ srv *server.Server }
+
+func (a serverAdmin) AddUser(name, password string, tags ...string) error {
+	return a.srv.Auth().SetPassword(name, password, tags)
+}
+func (a serverAdmin) DeleteUser(name string) error { return a.srv.DeleteUser(name) }
+func (a serverAdmin) AddVHost(name string) error {
+	return a.srv.AddVHost(auth.VHost{Name: name})
+}
+func (a serverAdmin) DeleteVHost(name string) error { return a.srv.DeleteVHost(name) }
+func (a serverAdmin) SetPermissions(vhost, user, configure, write, read string) error {
+	return a.srv.Auth().SetPermission(auth.Permission{User: user, VHost: vhost, Configure: configure, Write: write, Read: read})
+}
+func (a serverAdmin) SetTopicPermissions(vhost, user, exchange, write, read string) error {
+	return a.srv.Auth().SetTopicPermission(auth.TopicPermission{User: user, VHost: vhost, Exchange: exchange, Write: write, Read: read})
+}
+func (a serverAdmin) SetVHostLimit(vhost, name string, value int) error {
+	rec, _ := a.srv.Auth().VHost(vhost)
+	limits := maps.Clone(rec.Limits)
+	if limits == nil {
+		limits = map[string]int64{}
+	}
+	limits[name] = int64(value)
+	return a.srv.Auth().SetVHostLimits(vhost, limits)
 }

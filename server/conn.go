@@ -117,6 +117,9 @@ func (c *conn) serve() {
 	}()
 
 	c.nc.SetDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
+	if err := c.tlsHandshake(); err != nil {
+		return // logged by tlsHandshake
+	}
 	if err := c.handshake(); err != nil {
 		var ae *amqp.Error
 		switch {
@@ -338,6 +341,7 @@ func (c *conn) cleanup() {
 	c.cleanupChannels()
 	if c.vhost != nil {
 		c.vhost.deleteExclusive(c.id)
+		c.vhost.conns.Add(-1)
 	}
 }
 
@@ -369,7 +373,7 @@ func (c *conn) handshake() error {
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: serverProperties(),
-		Mechanisms:       "AMQPLAIN PLAIN",
+		Mechanisms:       c.mechanisms(),
 		Locales:          "en_US",
 	})
 	var startOk *amqp.ConnectionStartOk
@@ -378,12 +382,31 @@ func (c *conn) handshake() error {
 	}
 	c.caps = readClientCaps(startOk.ClientProperties)
 	user, pass, err := credentials(startOk.Mechanism, startOk.Response)
+	if startOk.Mechanism == mechExternal {
+		user, err = c.externalCredentials() // the TLS client certificate's CN
+	}
 	if err != nil {
 		return err // RabbitMQ drops the socket without a close here
 	}
-	if want, ok := c.srv.cfg.Users[user]; !ok || want != pass {
+	refused := false
+	if startOk.Mechanism == mechExternal {
+		refused = !c.srv.externalUser(user) // the certificate stands for the password
+	} else if ap, ok := c.nc.(*adminPipe); ok {
+		refused = ap.user != user // an admin session, authenticated by its caller
+	} else if _, ok := c.srv.auth.Authenticate(user, pass); !ok {
+		refused = true
+	}
+	if refused {
 		e := amqp.Errorf(amqp.AccessRefused, 0, 0,
 			"Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
+		if !c.caps.authFailureClose {
+			return e
+		}
+		return c.refuse(e)
+	}
+	if _, admin := c.nc.(*adminPipe); !admin && c.srv.loopbackOnly(user) && !isLoopback(c.nc.RemoteAddr()) {
+		c.log.Warn().Str("user", user).Msg("login refused: user may connect via localhost only")
+		e := amqp.Errorf(amqp.AccessRefused, 0, 0, "user '%s' can only connect via localhost", user)
 		if !c.caps.authFailureClose {
 			return e
 		}
@@ -421,6 +444,12 @@ func (c *conn) handshake() error {
 	vh := c.srv.vhost(open.VirtualHost)
 	if vh == nil {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "vhost %s not found", open.VirtualHost))
+	}
+	if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
+		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
+	}
+	if err := vh.admitConnection(c.user); err != nil {
+		return c.refuse(err)
 	}
 	c.vhost = vh
 	c.info.Store(&connInfo{

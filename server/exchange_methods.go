@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/exchange"
 )
@@ -36,6 +37,9 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if !ok {
 		return amqp.Errorf(amqp.CommandInvalid, 0, 0, "%s", exchange.UnknownKindText(m.Type))
 	}
+	if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
+		return err
+	}
 	d := exchange.Decl{
 		Name: m.Exchange, Kind: kind, Durable: m.Durable, AutoDelete: m.AutoDelete,
 		Internal: m.Internal, Args: cloneArgs(m.Arguments),
@@ -58,6 +62,15 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 		if err := exchange.ValidateArgs(d.Args); errors.As(err, &ate) {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%s", ate.ReplyText(m.Exchange, v.name))
 		}
+		if ae, ok := d.Args["alternate-exchange"].(string); ok {
+			// Naming an alternate exchange: read on this one, write on it.
+			if err := ch.check(auth.Read, "exchange", m.Exchange); err != nil {
+				return err
+			}
+			if err := ch.check(auth.Write, "exchange", ae); err != nil {
+				return err
+			}
+		}
 		e := v.addExchange(d)
 		if err := v.storeExchange(e); err != nil {
 			delete(v.exchanges, e.Name)
@@ -75,6 +88,9 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	if strings.HasPrefix(m.Exchange, "amq.") {
 		return amqp.Errorf(amqp.AccessRefused, 0, 0,
 			"deletion of system exchange '%s' in vhost '%s' not allowed", m.Exchange, v.name)
+	}
+	if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
+		return err
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -99,8 +115,14 @@ func (ch *channel) exchangeUnbind(m *amqp.ExchangeUnbind) error {
 }
 
 func (ch *channel) bindExchanges(dst, src, key string, args amqp.Table, bind, noWait bool) error {
+	if err := ch.check(auth.Write, "exchange", dst); err != nil {
+		return err
+	}
 	if dst == "" || src == "" {
 		return defaultExchangeRefused()
+	}
+	if err := ch.checkBindSource(src, key); err != nil {
+		return err
 	}
 	b := binding.Binding{Dest: binding.Destination{Kind: binding.Exchange, Name: dst}, Key: key, Args: cloneArgs(args)}
 	if err := ch.c.vhost.changeBinding(src, b, bind); err != nil {
@@ -159,6 +181,19 @@ func (v *vhost) changeBinding(src string, b binding.Binding, bind bool) error {
 		v.maybeAutoDeleteExchange(e)
 	}
 	return nil
+}
+
+// checkBindSource is the source side of a binding's permission checks:
+// read on the exchange, and the topic permission for the key.
+func (ch *channel) checkBindSource(src, key string) error {
+	if err := ch.check(auth.Read, "exchange", src); err != nil {
+		return err
+	}
+	v := ch.c.vhost
+	v.mu.RLock()
+	e := v.exchanges[src]
+	v.mu.RUnlock()
+	return ch.checkTopic(e, auth.Read, key)
 }
 
 // reply sends m unless the client asked for no-wait.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
@@ -80,6 +81,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	} else if strings.HasPrefix(name, "amq.") {
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
+	if err := ch.check(auth.Configure, "queue", name); err != nil {
+		return err
+	}
 	d := queue.Decl{
 		Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
 		Args: cloneArgs(m.Arguments),
@@ -111,6 +115,10 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		}
 		q.Touch()
 	} else {
+		if err := ch.checkNewQueue(name, d.Args); err != nil {
+			v.mu.Unlock()
+			return err
+		}
 		limits, err := v.effectiveLimits(name, d.Args)
 		if err != nil {
 			v.mu.Unlock()
@@ -196,8 +204,14 @@ func (ch *channel) bindQueue(queueName, exchange, key string, args amqp.Table, b
 	if queueName == "" && key == "" {
 		key = name
 	}
+	if err := ch.check(auth.Write, "queue", name); err != nil {
+		return err
+	}
 	if exchange == "" {
 		return defaultExchangeRefused()
+	}
+	if err := ch.checkBindSource(exchange, key); err != nil {
+		return err
 	}
 	if _, err := ch.findQueue(name); err != nil {
 		return err
@@ -211,6 +225,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 	if err != nil {
 		return err
 	}
+	if err := ch.check(auth.Read, "queue", name); err != nil {
+		return err
+	}
 	q, err := ch.findQueue(name)
 	if err != nil {
 		return err
@@ -222,6 +239,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
+		return err
+	}
+	if err := ch.check(auth.Configure, "queue", name); err != nil {
 		return err
 	}
 	q, err := ch.findQueue(name)
@@ -243,6 +263,24 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 		return fmt.Errorf("delete queue: %w", err)
 	}
 	return ch.reply(m.NoWait, &amqp.QueueDeleteOk{MessageCount: uint32(n)})
+}
+
+// checkNewQueue runs the checks a queue passes only when it is created:
+// naming a dead-letter exchange needs read on the queue and write on that
+// exchange, and the vhost's max-queues limit. v.mu is held.
+func (ch *channel) checkNewQueue(name string, args map[string]any) error {
+	if dlx, ok := args["x-dead-letter-exchange"].(string); ok {
+		if err := ch.check(auth.Read, "queue", name); err != nil {
+			return err
+		}
+		if err := ch.check(auth.Write, "exchange", dlx); err != nil {
+			return err
+		}
+	}
+	if err := ch.c.vhost.admitQueue(name); err != nil {
+		return err
+	}
+	return nil
 }
 
 func fmtArg(v any) string {

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/persist"
 )
 
@@ -30,11 +32,16 @@ type Server struct {
 	ln     net.Listener
 	nextID atomic.Uint64
 
+	tlsCfg *tls.Config  // nil without a TLS listener
+	tlsLn  net.Listener // the amqps listener (raw TCP; see tls.go)
+
 	store   persist.Store
 	msgID   atomic.Uint64 // last message id handed to the store
 	spillID atomic.Uint64 // last store id given to a non-durable queue's spill
 
 	maxMessageSize atomic.Uint64
+
+	auth *auth.DB // users, vhost records, permissions, limits
 
 	alarms *alarmState
 
@@ -50,12 +57,17 @@ type Server struct {
 // New returns a broker configured by cfg; Listen opens its socket.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
+	tlsCfg, err := newTLSConfig(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     *cfg.Log,
 		vhosts:  map[string]*vhost{},
 		conns:   map[*conn]struct{}{},
 		replyTo: map[string]*consumer{},
+		tlsCfg:  tlsCfg,
 	}
 	if cfg.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
@@ -74,7 +86,10 @@ func New(cfg Config) (*Server, error) {
 		limit = memoryLimit(cfg.MemoryHighWatermark)
 	}
 	s.alarms = newAlarmState(limit)
-	s.vhosts["/"] = newVhost(s, "/")
+	if err := s.loadAuth(); err != nil {
+		s.store.Close()
+		return nil, err
+	}
 	if err := s.recoverDefinitions(); err != nil {
 		s.store.Close()
 		return nil, err
@@ -95,13 +110,21 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
+	if s.tlsLn != nil {
+		s.tlsLn.Close()
+	}
 	return s.store.Close()
 }
 
-// Listen opens the AMQP listener. Serve accepts on it.
+// Listen opens the AMQP listener, and the amqps one when configured.
+// Serve accepts on them.
 func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
+		return err
+	}
+	if err := s.listenTLS(); err != nil {
+		ln.Close()
 		return err
 	}
 	s.ln = ln
@@ -120,18 +143,42 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("accepting AMQP connections")
-	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	closeListeners := func() {
+		s.ln.Close()
+		if s.tlsLn != nil {
+			s.tlsLn.Close()
+		}
+	}
+	stop := context.AfterFunc(ctx, closeListeners)
 	defer stop()
 	alarmCtx, stopAlarms := context.WithCancel(ctx)
 	alarmsDone := make(chan struct{})
 	go func() { defer close(alarmsDone); s.runAlarms(alarmCtx) }()
 	defer func() { stopAlarms(); <-alarmsDone }()
+	tlsDone := make(chan struct{})
+	if s.tlsLn != nil {
+		s.log.Info().Str("listen", s.tlsLn.Addr().String()).Msg("accepting AMQPS (TLS) connections")
+		go func() { defer close(tlsDone); s.acceptLoop(ctx, s.tlsLn, s.tlsCfg) }()
+	} else {
+		close(tlsDone)
+	}
+	s.acceptLoop(ctx, s.ln, nil)
+	closeListeners()
+	<-tlsDone
+	s.shutdown()
+	return nil
+}
+
+// acceptLoop accepts on ln until it is closed, starting a connection for
+// each client; with tlsCfg, each is wrapped for TLS and handshakes on its
+// own goroutine (conn.tlsHandshake).
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, tlsCfg *tls.Config) {
 	var delay time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				break
+				return
 			}
 			// Temporary trouble such as too many open files: back off.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -143,10 +190,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		delay = 0
+		if tlsCfg != nil {
+			nc = tls.Server(nc, tlsCfg)
+		}
 		s.startConn(nc)
 	}
-	s.shutdown()
-	return nil
 }
 
 func (s *Server) startConn(nc net.Conn) {

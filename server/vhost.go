@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
@@ -31,6 +32,8 @@ type vhost struct {
 	scratchPool      sync.Pool
 	hooks            queue.Hooks
 	policies         []policyEntry // highest priority first
+	// conns counts the open connections, for the max-connections limit.
+	conns atomic.Int64
 }
 
 func newVhost(s *Server, name string) *vhost {
