@@ -38,6 +38,9 @@ func reportStats(b *testing.B, before, after persist.Stats) {
 	b.ReportMetric(float64(after.Messages-before.Messages)/float64(commits), "msgs/fsync")
 	b.ReportMetric(float64(after.Settled-before.Settled)/float64(commits), "settles/fsync")
 	b.ReportMetric(float64((after.FsyncTotal-before.FsyncTotal).Microseconds())/float64(commits), "µs/fsync")
+	if f := after.Folded - before.Folded; f > 0 {
+		b.ReportMetric(float64(f)/float64(commits), "folded/fsync")
+	}
 }
 
 // BenchmarkPublish: many concurrent publishers (16 per CPU), each waiting
@@ -112,6 +115,48 @@ func BenchmarkSettle(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
+			reportStats(b, before, s.Stats())
+		})
+	}
+}
+
+// BenchmarkConfirmWindow is scenario s2 as the store sees it: one
+// publisher with 200 unconfirmed 1 KB messages, each delivered at once
+// (Delivered) and acknowledged in runs of 50 (Settle), as a confirming
+// publisher and a prefetch-200 consumer with multi-ack do.
+func BenchmarkConfirmWindow(b *testing.B) {
+	for _, kind := range []string{"badger", "memory"} {
+		b.Run(kind, func(b *testing.B) {
+			s := benchStore(b, kind)
+			q := benchQueue(b, s, "q")
+			body := make([]byte, 1024)
+			sem := make(chan struct{}, 200)
+			release := func(err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				<-sem
+			}
+			before := s.Stats()
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			var acks []persist.QueueSeq
+			for i := 1; i <= b.N; i++ {
+				sem <- struct{}{}
+				id := uint64(i)
+				e := persist.QueueSeq{QueueID: q, Seq: id, MsgID: id}
+				s.Publish(id, persist.MessageRecord{Exchange: "", RoutingKey: "q", Body: body}, []persist.QueueSeq{e}, release)
+				s.Delivered([]persist.QueueSeq{e})
+				if acks = append(acks, e); len(acks) == 50 {
+					s.Settle(acks, nil)
+					acks = nil
+				}
+			}
+			for range cap(sem) {
+				sem <- struct{}{}
+			}
 			b.StopTimer()
 			reportStats(b, before, s.Stats())
 		})

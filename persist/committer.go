@@ -74,12 +74,86 @@ func (s *engine) run() {
 	}
 }
 
+// entryRef names a queue entry in foldBatch's maps.
+type entryRef struct{ queueID, seq uint64 }
+
+// skipped marks an entry of a batch's op that foldBatch cancelled. Queue
+// id 0 names no queue.
+const skipped = 0
+
+// foldBatch drops work that later ops of the same batch undo, before
+// anything is written. The batch is applied in order in transactions that
+// commit before any done runs, so the store ends in the same state:
+//   - an entry published and settled in the batch is written by neither
+//     op (nor its body, when no other entry of the message is left);
+//   - a delivered mark on an entry published in the batch becomes the
+//     published entry's flag, and one on an entry the batch settles goes.
+//
+// A publisher's confirm still waits for the commit of the batch that holds
+// its publish: when the publish was cancelled, that commit made durable
+// that the message is gone, which is what a settled message is. Atomic
+// (transactions) and the other ops are left alone. Cancelled entries get
+// queue id 0 in the batch's own copies (submit copied them).
+func (s *engine) foldBatch(ops []op) {
+	hasSettle := false
+	for i := range ops {
+		if k := ops[i].kind; k == opSettle || k == opDelivered {
+			hasSettle = true
+			break
+		}
+	}
+	if !hasSettle {
+		return
+	}
+	fold := s.fold
+	var folded uint64
+	for i := range ops {
+		o := &ops[i]
+		switch o.kind {
+		case opPublish:
+			for j := range o.qs {
+				fold[entryRef{o.qs[j].QueueID, o.qs[j].Seq}] = &o.qs[j]
+			}
+		case opDelivered:
+			for j := range o.qs {
+				r := entryRef{o.qs[j].QueueID, o.qs[j].Seq}
+				if p := fold[r]; p != nil {
+					if p.QueueID != skipped {
+						s.foldDelivered[r] = struct{}{}
+					}
+					o.qs[j].QueueID = skipped
+				}
+			}
+		case opSettle:
+			for j := range o.qs {
+				r := entryRef{o.qs[j].QueueID, o.qs[j].Seq}
+				if p := fold[r]; p != nil && p.QueueID != skipped {
+					p.QueueID = skipped
+					o.qs[j].QueueID = skipped
+					delete(s.foldDelivered, r)
+					folded++
+				}
+			}
+		}
+	}
+	if folded > 0 {
+		s.statsMu.Lock()
+		s.stats.Folded += folded
+		s.statsMu.Unlock()
+	}
+}
+
 // commitBatch writes ops in as few transactions as the backend's limits
 // allow, never splitting an op, then calls each op's done in order.
 func (s *engine) commitBatch(ops []op) {
 	s.statsMu.Lock()
 	s.stats.Batches++
 	s.statsMu.Unlock()
+	s.foldBatch(ops)
+	defer func() {
+		clear(s.fold)
+		clear(s.foldDelivered)
+	}()
 	maxCount, maxSize := s.kv.limits()
 	// Room for the meta msgID write.
 	maxCount--
@@ -247,12 +321,18 @@ func (s *engine) apply(txn kvTxn, o *op) error {
 		return s.applyPublish(txn, o.msgID, &o.msg, o.qs)
 	case opSettle:
 		for _, e := range o.qs {
+			if e.QueueID == skipped {
+				continue
+			}
 			if err := s.settleOne(txn, e.QueueID, e.Seq); err != nil {
 				return err
 			}
 		}
 	case opDelivered:
 		for _, e := range o.qs {
+			if e.QueueID == skipped {
+				continue
+			}
 			if err := s.markDelivered(txn, e.QueueID, e.Seq); err != nil {
 				return err
 			}
@@ -302,11 +382,20 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 	}
 	n := int64(0)
 	for _, e := range entries {
+		if e.QueueID == skipped {
+			continue
+		}
 		if _, ok := dead[e.QueueID]; ok {
 			continue
 		}
+		var flags byte
+		if len(s.foldDelivered) > 0 {
+			if _, ok := s.foldDelivered[entryRef{e.QueueID, e.Seq}]; ok {
+				flags = flagDelivered
+			}
+		}
 		k := appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq)
-		v := appendEntryVal(s.alloc(entryValLen+8), msgID, 0, e.Expires)
+		v := appendEntryVal(s.alloc(entryValLen+8), msgID, flags, e.Expires)
 		if err := txn.set(k, v); err != nil {
 			return err
 		}

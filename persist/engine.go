@@ -40,6 +40,10 @@ type engine struct {
 	storedHW uint64           // value of meta msgID on disk
 	arena    []byte           // keys and values of the open transaction
 	txnStats txnStats
+	// fold is the batch's published entries (see foldBatch); foldDelivered
+	// marks those of them a later op of the batch marked delivered.
+	fold          map[entryRef]*QueueSeq
+	foldDelivered map[entryRef]struct{}
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -106,6 +110,9 @@ func newEngine(k kv, logf func(string, ...any)) (*engine, error) {
 		names:   make(map[queueName]uint64),
 		refs:    newRefTable(),
 		ov:      make(map[uint64]int64),
+
+		fold:          make(map[entryRef]*QueueSeq),
+		foldDelivered: make(map[entryRef]struct{}),
 	}
 	if err := s.recover(); err != nil {
 		return nil, err

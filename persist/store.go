@@ -170,6 +170,7 @@ type Stats struct {
 	Messages   uint64        // messages published (bodies, not entries)
 	Entries    uint64        // queue entries published
 	Settled    uint64        // queue entries removed by Settle/Atomic
+	Folded     uint64        // entries published and settled in one batch, never written
 	Pending    int           // ops waiting for the next batch, at the time of the call
 	FsyncTotal time.Duration // total time in transaction commit
 	FsyncMax   time.Duration // longest transaction commit
