@@ -281,6 +281,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	tag := ch.nextTag
 	if !m.NoAck {
 		ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e})
+		ch.c.unackedCount.Add(1)
 	}
 	err = ch.c.out.sendContent(ch.id, &amqp.BasicGetOk{
 		DeliveryTag: tag, Redelivered: e.Redelivered, Exchange: e.Msg.Exchange,
@@ -309,6 +310,7 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 		}
 	}
 	ch.mu.Unlock()
+	ch.c.unackedChanged(-len(ds))
 	if !ok {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "unknown delivery tag %d", tag)
 	}
@@ -367,6 +369,7 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 		}
 	}
 	ch.mu.Unlock()
+	ch.c.unackedChanged(-len(ds))
 	requeueGrouped(ds)
 	if sync {
 		ch.c.out.sendMethod(ch.id, &amqp.BasicRecoverOk{})
@@ -460,6 +463,7 @@ func (ch *channel) txRollback() error {
 	}
 	ch.unacked.Restore(ds)
 	ch.mu.Unlock()
+	ch.c.unackedChanged(len(ds))
 	return ch.c.out.sendMethod(ch.id, &amqp.TxRollbackOk{})
 }
 

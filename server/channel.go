@@ -88,6 +88,9 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		if ch.globalPrefetch > 0 && ch.acking >= int(ch.globalPrefetch) {
 			return queue.Refused
 		}
+		if ch.c.unackedFull() {
+			return queue.Refused
+		}
 	}
 	out := ch.c.out
 	out.mu.Lock()
@@ -115,6 +118,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 	}
 	ch.c.vhost.markDelivered(q, e)
 	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Consumer: k})
+	ch.c.unackedCount.Add(1)
 	k.unacked++
 	ch.acking++
 	return queue.Pending
@@ -267,6 +271,7 @@ func (ch *channel) shutdown() {
 	pending := ch.unacked.TakeAll(nil)
 	ch.acking = 0
 	ch.mu.Unlock()
+	ch.c.unackedChanged(-len(pending))
 	if ch.tx != nil {
 		// Acks of an uncommitted transaction never happened.
 		pending = append(pending, ch.tx.Rollback()...)

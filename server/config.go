@@ -46,6 +46,14 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// MaxMessageSize is the largest message body accepted (default 128 MiB).
 	MaxMessageSize uint64
+	// MaxConnections caps the client connections of the whole broker; a
+	// socket over it is closed at once (default 0: no limit). Management
+	// sessions do not count.
+	MaxConnections int
+	// MaxUnackedPerConnection caps the unacknowledged deliveries on one
+	// connection, whatever its consumers' prefetch; consumers get nothing
+	// more until some are settled (default 100000).
+	MaxUnackedPerConnection int
 	// Log receives the broker's structured logs (default: disabled).
 	Log *zerolog.Logger
 	// MemoryHighWatermark is the fraction of the machine's memory above
@@ -93,6 +101,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.MaxUnackedPerConnection <= 0 {
+		c.MaxUnackedPerConnection = 100_000
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 128 << 20

@@ -44,6 +44,9 @@ type conn struct {
 	// info is what the handshake negotiated, published before open-ok for
 	// other goroutines to read.
 	info atomic.Pointer[connInfo]
+	// unackedCount is the number of unacknowledged deliveries on all
+	// channels, capped by Config.MaxUnackedPerConnection.
+	unackedCount atomic.Int64
 
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
@@ -180,6 +183,10 @@ func (c *conn) hardError(e *amqp.Error) error {
 
 func (c *conn) readLoop() error {
 	timeout := 2 * time.Duration(c.heartbeat.Load())
+	if lr := newLazyReader(c.nc); lr != nil {
+		// An idle connection holds no read buffer.
+		c.fr.SetReader(lr)
+	}
 	for {
 		if timeout > 0 && c.fr.Buffered() == 0 && !c.closing {
 			c.nc.SetReadDeadline(time.Now().Add(timeout))
@@ -194,6 +201,9 @@ func (c *conn) readLoop() error {
 			if c.closing {
 				return errClosed
 			}
+			return err
+		}
+		if err := c.out.waitRoom(outMaxBuffered, c.quit); err != nil {
 			return err
 		}
 		if err := c.handleFrame(f); err != nil {
@@ -449,6 +459,10 @@ func (c *conn) handshake() error {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
 	}
 	if err := vh.admitConnection(c.user); err != nil {
+		return c.refuse(err)
+	}
+	if err := c.admitUser(); err != nil {
+		vh.conns.Add(-1)
 		return c.refuse(err)
 	}
 	c.vhost = vh

@@ -22,11 +22,12 @@ type outbox struct {
 	closed  bool
 	wrote   bool // something was queued since the last heartbeat tick
 	wake    chan struct{}
+	room    chan struct{} // signalled after each write, for waitRoom
 	flushed chan struct{} // closed when the writer has exited
 }
 
 func newOutbox() *outbox {
-	return &outbox{wake: make(chan struct{}, 1), flushed: make(chan struct{})}
+	return &outbox{wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
 }
 
 func (o *outbox) signal() {
@@ -140,6 +141,10 @@ func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained 
 			buf = nil
 		}
 		spare = buf
+		select {
+		case o.room <- struct{}{}:
+		default:
+		}
 		if wasFull && drained != nil {
 			drained()
 		}

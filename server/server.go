@@ -41,7 +41,8 @@ type Server struct {
 
 	maxMessageSize atomic.Uint64
 
-	auth *auth.DB // users, vhost records, permissions, limits
+	auth    *auth.DB // users, vhost records, permissions, limits
+	refused refusedLog
 
 	alarms *alarmState
 
@@ -198,13 +199,13 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, tlsCfg *tls.Co
 }
 
 func (s *Server) startConn(nc net.Conn) {
-	c := newConn(s, nc)
 	s.connsMu.Lock()
-	if s.closing {
+	if s.closing || !s.admitSocket(nc) {
 		s.connsMu.Unlock()
 		nc.Close()
 		return
 	}
+	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.connsMu.Unlock()

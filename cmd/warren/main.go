@@ -51,6 +51,9 @@ func run(args []string) error {
 	tlsListen := fs.String("tls-listen", "", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the amqps listener")
 	tlsKey := fs.String("tls-key", "", "PEM private key of the amqps listener")
+	maxConns := fs.Int("max-connections", 0, "most client connections to the broker; more are closed at once (0: no limit)")
+	maxUnacked := fs.Int("max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
+	loopbackUsers := fs.String("loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
 	tlsCA := fs.String("tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,6 +90,10 @@ func run(args []string) error {
 		Heartbeat:      *heartbeat,
 		MaxMessageSize: *maxMessage,
 		Log:            &log,
+
+		MaxConnections:          *maxConns,
+		MaxUnackedPerConnection: *maxUnacked,
+		LoopbackUsers:           splitList(*loopbackUsers),
 	})
 	if err != nil {
 		return err
@@ -182,4 +189,16 @@ func applyEnvAndFile(fs *flag.FlagSet, path string) error {
 		}
 	})
 	return err
+}
+
+// splitList splits a comma-separated flag value; "" is an empty, non-nil
+// list.
+func splitList(v string) []string {
+	out := []string{}
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

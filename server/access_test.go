@@ -1,0 +1,114 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/auth"
+	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
+)
+
+func dialOK(t *testing.T, url string) *amqp091.Connection {
+	t.Helper()
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestAccessControlSurvivesRestart checks that users (with their hashed
+// passwords), vhosts, permissions and limits are durable, and that a
+// deleted vhost's durable queues do not come back.
+func TestAccessControlSurvivesRestart(t *testing.T) {
+	var srv *server.Server
+	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	host := strings.TrimPrefix(strings.TrimSuffix(b.URL(), "/"), "amqp://guest:guest@")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(srv.AddVHost(auth.VHost{Name: "tenant", Description: "a tenant"}))
+	must(srv.Auth().SetPassword("alice", "secret", []string{"management"}))
+	must(srv.Auth().SetPermission(auth.Permission{User: "alice", VHost: "tenant", Configure: ".*", Write: ".*", Read: ".*"}))
+	must(srv.Auth().SetVHostLimits("tenant", map[string]int64{"max-queues": 5}))
+	aliceURL := fmt.Sprintf("amqp://alice:secret@%s/tenant", host)
+	conn := dialOK(t, aliceURL)
+	ch, _ := conn.Channel()
+	if _, err := ch.QueueDeclare("orders", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+
+	b.Restart()
+	u, ok := srv.Auth().User("alice")
+	if !ok || !u.HasTag("management") {
+		t.Fatalf("user after restart: %+v %v", u, ok)
+	}
+	if strings.Contains(string(u.PasswordHash), "secret") {
+		t.Fatal("the password is stored in plain text")
+	}
+	if v, _ := srv.Auth().VHost("tenant"); v.Description != "a tenant" || v.Limits["max-queues"] != 5 {
+		t.Fatalf("vhost after restart: %+v", v)
+	}
+	conn = dialOK(t, aliceURL)
+	ch, _ = conn.Channel()
+	if _, err := ch.QueueDeclarePassive("orders", true, false, false, false, nil); err != nil {
+		t.Fatalf("durable queue of the tenant vhost after restart: %v", err)
+	}
+	conn.Close()
+
+	must(srv.DeleteVHost("tenant"))
+	b.Restart()
+	if _, ok := srv.Auth().VHost("tenant"); ok {
+		t.Fatal("deleted vhost came back")
+	}
+	if srv.Auth().CanAccessVHost("alice", "tenant") {
+		t.Fatal("permissions in a deleted vhost came back")
+	}
+	must(srv.AddVHost(auth.VHost{Name: "tenant"}))
+	must(srv.Auth().SetPermission(auth.Permission{User: "alice", VHost: "tenant", Configure: ".*", Write: ".*", Read: ".*"}))
+	conn = dialOK(t, aliceURL)
+	ch, _ = conn.Channel()
+	if _, err := ch.QueueDeclarePassive("orders", true, false, false, false, nil); err == nil {
+		t.Fatal("a queue of the deleted vhost reappeared in the new vhost of the same name")
+	}
+}
+
+// TestFirstStartUsersOnly checks that Config.Users seeds the first start
+// only: a password changed later is not reset by a restart.
+func TestFirstStartUsersOnly(t *testing.T) {
+	var srv *server.Server
+	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	if err := srv.Auth().SetPassword("guest", "changed", nil); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	if _, ok := srv.Auth().Authenticate("guest", "guest"); ok {
+		t.Fatal("restart restored the default password")
+	}
+	if _, ok := srv.Auth().Authenticate("guest", "changed"); !ok {
+		t.Fatal("changed password lost")
+	}
+}
+
+// TestUserConnectionLimit checks RabbitMQ's per-user max-connections.
+func TestUserConnectionLimit(t *testing.T) {
+	var srv *server.Server
+	url := servertest.Start(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	if err := srv.Auth().SetUserLimits("guest", map[string]int64{"max-connections": 1}); err != nil {
+		t.Fatal(err)
+	}
+	dialOK(t, url)
+	_, err := amqp091.Dial(url)
+	ae, ok := err.(*amqp091.Error)
+	if !ok || ae.Code != 530 || !strings.Contains(ae.Reason, "user connection limit (1) is reached") {
+		t.Fatalf("second connection: %v, want 530 user connection limit", err)
+	}
+}
