@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -15,24 +16,51 @@ func (s *Server) apiRoutes() []route {
 		return route{method: method, pattern: strings.Split(strings.Trim(pattern, "/"), "/"), h: h}
 	}
 	get, put, del, post := http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPost
+	admin := func(rt route) route { rt.access = accessAdmin; return rt }
+	monitor := func(rt route) route { rt.access = accessMonitor; return rt }
+	policy := func(rt route) route { rt.access = accessPolicy; return rt }
+	own := func(rt route) route { rt.scope = scopeOwn; return rt }
+	vhostNames := func(rt route) route { rt.scope = scopeVHostName; return rt }
 	return []route{
 		r(get, "overview", s.getOverview),
-		r(get, "nodes", s.getNodes),
-		r(get, "nodes/{node}", s.getNode),
-		r(get, "vhosts", s.getVHosts),
-		r(get, "vhosts/{vhost}", s.getVHost),
-		r(get, "vhosts/{vhost}/permissions", s.getPermissions),
-		r(get, "users", s.getUsers),
-		r(get, "users/{user}", s.getUser),
-		r(get, "users/{user}/permissions", s.getPermissions),
+		monitor(r(get, "nodes", s.getNodes)),
+		monitor(r(get, "nodes/{node}", s.getNode)),
+		vhostNames(r(get, "vhosts", s.getVHosts)),
+		admin(r(get, "vhosts/{vhost}", s.getVHost)),
+		admin(r(put, "vhosts/{vhost}", s.putVHost)),
+		admin(r(del, "vhosts/{vhost}", s.deleteVHost)),
+		admin(r(get, "vhosts/{vhost}/permissions", s.getPermissions)),
+		admin(r(get, "vhosts/{vhost}/topic-permissions", s.getTopicPermissions)),
+		admin(r(get, "users", s.getUsers)),
+		admin(r(get, "users/without-permissions", s.getUsersWithoutPermissions)),
+		admin(r(post, "users/bulk-delete", s.bulkDeleteUsers)),
+		admin(r(get, "users/{user}", s.getUser)),
+		admin(r(put, "users/{user}", s.putUser)),
+		admin(r(del, "users/{user}", s.deleteUser)),
+		admin(r(get, "users/{user}/permissions", s.getPermissions)),
+		admin(r(get, "users/{user}/topic-permissions", s.getTopicPermissions)),
 		r(get, "whoami", s.getWhoami),
-		r(get, "permissions", s.getPermissions),
-		r(get, "permissions/{vhost}/{user}", s.getPermission),
+		admin(r(get, "permissions", s.getPermissions)),
+		admin(r(get, "permissions/{vhost}/{user}", s.getPermission)),
+		admin(r(put, "permissions/{vhost}/{user}", s.putPermission)),
+		admin(r(del, "permissions/{vhost}/{user}", s.deletePermission)),
+		admin(r(get, "topic-permissions", s.getTopicPermissions)),
+		admin(r(get, "topic-permissions/{vhost}/{user}", s.getTopicPermission)),
+		admin(r(put, "topic-permissions/{vhost}/{user}", s.putTopicPermission)),
+		admin(r(del, "topic-permissions/{vhost}/{user}", s.deleteTopicPermission)),
+		r(get, "vhost-limits", s.getVHostLimits),
+		r(get, "vhost-limits/{vhost}", s.getVHostLimits),
+		admin(r(put, "vhost-limits/{vhost}/{name}", s.putVHostLimit)),
+		admin(r(del, "vhost-limits/{vhost}/{name}", s.deleteVHostLimit)),
+		admin(r(get, "user-limits", s.getUserLimits)),
+		admin(r(get, "user-limits/{user}", s.getUserLimits)),
+		admin(r(put, "user-limits/{user}/{name}", s.putUserLimit)),
+		admin(r(del, "user-limits/{user}/{name}", s.deleteUserLimit)),
 		r(get, "policies", s.getPolicies),
 		r(get, "policies/{vhost}", s.getPolicies),
 		r(get, "policies/{vhost}/{name}", s.getPolicy),
-		r(put, "policies/{vhost}/{name}", s.putPolicy),
-		r(del, "policies/{vhost}/{name}", s.deletePolicy),
+		policy(r(put, "policies/{vhost}/{name}", s.putPolicy)),
+		policy(r(del, "policies/{vhost}/{name}", s.deletePolicy)),
 		r(get, "operator-policies", s.getEmptyList),
 		r(get, "parameters", s.getEmptyList),
 		r(get, "global-parameters", s.getEmptyList),
@@ -75,20 +103,20 @@ func (s *Server) apiRoutes() []route {
 		r(del, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.deleteBinding("queue")),
 		r(del, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.deleteBinding("exchange")),
 
-		r(get, "connections", s.getConnections),
+		own(r(get, "connections", s.getConnections)),
 		r(get, "connections/{name}", s.getConnection),
 		r(del, "connections/{name}", s.closeConnection),
-		r(get, "connections/{name}/channels", s.getConnectionChannels),
-		r(get, "vhosts/{vhost}/connections", s.getConnections),
-		r(get, "channels", s.getChannels),
-		r(get, "vhosts/{vhost}/channels", s.getChannels),
+		own(r(get, "connections/{name}/channels", s.getConnectionChannels)),
+		own(r(get, "vhosts/{vhost}/connections", s.getConnections)),
+		own(r(get, "channels", s.getChannels)),
+		own(r(get, "vhosts/{vhost}/channels", s.getChannels)),
 		r(get, "consumers", s.getConsumers),
 		r(get, "consumers/{vhost}", s.getConsumers),
 
-		r(get, "definitions", s.getDefinitions),
-		r(post, "definitions", s.postDefinitions),
-		r(get, "definitions/{vhost}", s.getDefinitions),
-		r(post, "definitions/{vhost}", s.postDefinitions),
+		admin(r(get, "definitions", s.getDefinitions)),
+		admin(r(post, "definitions", s.postDefinitions)),
+		admin(r(get, "definitions/{vhost}", s.getDefinitions)),
+		admin(r(post, "definitions/{vhost}", s.postDefinitions)),
 	}
 }
 
@@ -107,7 +135,8 @@ func (s *Server) getVHosts(q *request) error {
 	node := s.broker.NodeName()
 	var out []vhostJSON
 	for _, v := range s.broker.VHosts() {
-		out = append(out, toVHost(node, v))
+		rec, _ := s.broker.Auth().VHost(v.Name)
+		out = append(out, toVHost(node, v, rec))
 	}
 	return q.replyList(out)
 }
@@ -115,59 +144,8 @@ func (s *Server) getVHosts(q *request) error {
 func (s *Server) getVHost(q *request) error {
 	for _, v := range s.broker.VHosts() {
 		if v.Name == q.param("vhost") {
-			return q.reply(toVHost(s.broker.NodeName(), v))
-		}
-	}
-	return notFound()
-}
-
-func (s *Server) getUsers(q *request) error {
-	out := []userJSON{}
-	for _, u := range s.broker.Users() {
-		h, _ := s.broker.PasswordHash(u)
-		out = append(out, toUser(u, h))
-	}
-	return q.replyList(out)
-}
-
-func (s *Server) getUser(q *request) error {
-	h, ok := s.broker.PasswordHash(q.param("user"))
-	if !ok {
-		return notFound()
-	}
-	return q.reply(toUser(q.param("user"), h))
-}
-
-func (s *Server) getWhoami(q *request) error {
-	return q.reply(whoamiJSON{Name: q.user, Tags: adminTags})
-}
-
-// permissions: every user may configure, write and read everything in
-// every vhost.
-func (s *Server) permissions() []permissionJSON {
-	out := []permissionJSON{}
-	for _, v := range s.broker.VHostNames() {
-		for _, u := range s.broker.Users() {
-			out = append(out, permissionJSON{User: u, VHost: v, Configure: ".*", Write: ".*", Read: ".*"})
-		}
-	}
-	return out
-}
-
-func (s *Server) getPermissions(q *request) error {
-	out := []permissionJSON{}
-	for _, p := range s.permissions() {
-		if (q.param("vhost") == "" || p.VHost == q.param("vhost")) && (q.param("user") == "" || p.User == q.param("user")) {
-			out = append(out, p)
-		}
-	}
-	return q.reply(out)
-}
-
-func (s *Server) getPermission(q *request) error {
-	for _, p := range s.permissions() {
-		if p.VHost == q.param("vhost") && p.User == q.param("user") {
-			return q.reply(p)
+			rec, _ := s.broker.Auth().VHost(v.Name)
+			return q.reply(toVHost(s.broker.NodeName(), v, rec))
 		}
 	}
 	return notFound()
@@ -436,6 +414,9 @@ func (s *Server) putQueue(q *request) error {
 }
 
 func (s *Server) deleteQueue(q *request) error {
+	if err := s.checkPerm(q, auth.Configure, "queue", q.param("name")); err != nil {
+		return err
+	}
 	_, err := s.broker.DeleteQueue(q.param("vhost"), q.param("name"), q.boolQuery("if-unused"), q.boolQuery("if-empty"))
 	if err != nil {
 		return err
@@ -444,6 +425,9 @@ func (s *Server) deleteQueue(q *request) error {
 }
 
 func (s *Server) purgeQueue(q *request) error {
+	if err := s.checkPerm(q, auth.Read, "queue", q.param("name")); err != nil {
+		return err
+	}
 	if _, err := s.broker.PurgeQueue(q.param("vhost"), q.param("name")); err != nil {
 		return err
 	}
@@ -711,10 +695,20 @@ func (s *Server) getConnection(q *request) error {
 	if err != nil {
 		return err
 	}
+	if c.User != q.u.Name && !isMonitor(q.u) {
+		return notAuthorised("User not authorised to access object")
+	}
 	return q.reply(toConnection(s.broker.NodeName(), c))
 }
 
 func (s *Server) closeConnection(q *request) error {
+	c, err := s.broker.Connection(q.param("name"))
+	if err != nil {
+		return err
+	}
+	if c.User != q.u.Name && !isAdmin(q.u) {
+		return notAuthorised("User not authorised to access object")
+	}
 	if err := s.broker.CloseConnection(q.param("name"), q.r.Header.Get("X-Reason")); err != nil {
 		return err
 	}
@@ -756,4 +750,17 @@ func (s *Server) getConsumers(q *request) error {
 		out = append(out, toConsumer(node, c))
 	}
 	return q.replyList(out)
+}
+
+// checkPerm applies the AMQP permission check to an action the management
+// API performs on the broker directly rather than through an admin session.
+func (s *Server) checkPerm(q *request, p auth.Perm, kind, name string) error {
+	vhost := q.param("vhost")
+	if s.broker.Auth().Check(q.u.Name, vhost, p, name) {
+		return nil
+	}
+	if _, err := s.broker.Queue(vhost, name); err != nil && kind == "queue" {
+		return err
+	}
+	return notAuthorised("Access refused.")
 }

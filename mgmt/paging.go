@@ -28,6 +28,10 @@ type page struct {
 // sort_reverse=true reverses) and cut to page_size items (default 100,
 // at most 500).
 func (q *request) replyList(items any) error {
+	items, err := q.visible(items)
+	if err != nil {
+		return err
+	}
 	v := q.r.URL.Query()
 	if !v.Has("page") {
 		return q.reply(items)

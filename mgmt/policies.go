@@ -63,7 +63,9 @@ func (s *Server) getPolicy(q *request) error {
 }
 
 // setPolicy creates or replaces a policy from its JSON form.
-func (s *Server) setPolicy(vhost string, p policyJSON) error {
+func (s *Server) setPolicy(vhost string, p policyJSON) error { return setPolicy(s.broker, vhost, p) }
+
+func setPolicy(broker *server.Server, vhost string, p policyJSON) error {
 	def, err := tableFromJSON(p.Definition)
 	if err != nil {
 		return badRequest("definition: %v", err)
@@ -74,7 +76,7 @@ func (s *Server) setPolicy(vhost string, p policyJSON) error {
 	if len(def) == 0 {
 		return badRequest("[{error,{key_missing,definition}}]")
 	}
-	err = s.broker.SetPolicy(vhost, server.Policy{
+	err = broker.SetPolicy(vhost, server.Policy{
 		Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: def,
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -118,9 +119,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user, pass, ok := r.BasicAuth()
-	if !ok || !s.broker.Authenticate(user, pass) {
+	var u auth.User
+	if ok {
+		u, ok = s.broker.Auth().Authenticate(user, pass)
+	}
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 		writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
+		return
+	}
+	if !hasAnyTag(u, managementTags...) {
+		writeError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
 		return
 	}
 	segs, err := splitPath(strings.TrimPrefix(path, "/api"))
@@ -138,7 +147,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			methodMismatch = true
 			continue
 		}
-		req := &request{r: r, w: w, user: user, p: params}
+		req := &request{r: r, w: w, user: user, u: u, p: params, db: s.broker.Auth(), scope: rt.scope}
+		if err := s.authorize(req, rt); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if err := rt.h(req); err != nil {
 			s.fail(w, r, err)
 		}
@@ -173,6 +186,8 @@ type route struct {
 	method  string
 	pattern []string // literal segments and {name} wildcards
 	h       func(*request) error
+	access  access    // what the user needs beyond a management login
+	scope   listScope // how lists are filtered for users who may not see all
 }
 
 func (rt route) match(segs []string) (map[string]string, bool) {
@@ -197,10 +212,13 @@ func (rt route) match(segs []string) (map[string]string, bool) {
 
 // request is one authenticated API request.
 type request struct {
-	r    *http.Request
-	w    http.ResponseWriter
-	user string
-	p    map[string]string
+	r     *http.Request
+	w     http.ResponseWriter
+	user  string
+	u     auth.User // the authenticated user
+	p     map[string]string
+	db    *auth.DB
+	scope listScope
 }
 
 func (q *request) param(name string) string { return q.p[name] }
@@ -258,16 +276,17 @@ type httpError struct {
 	status int
 	word   string
 	reason string
+	detail any // when set, the JSON reason instead of the text (RabbitMQ sends Erlang terms as lists)
 }
 
 func (e *httpError) Error() string { return e.reason }
 
 func badRequest(format string, args ...any) error {
-	return &httpError{http.StatusBadRequest, "bad_request", sprintf(format, args...)}
+	return &httpError{http.StatusBadRequest, "bad_request", sprintf(format, args...), nil}
 }
 
 func notFound() error {
-	return &httpError{http.StatusNotFound, "Object Not Found", "Not Found"}
+	return &httpError{http.StatusNotFound, "Object Not Found", "Not Found", nil}
 }
 
 // fail writes err as RabbitMQ's {"error": ..., "reason": ...}. AMQP errors
@@ -277,12 +296,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *amqp.Error
 	switch {
 	case errors.As(err, &he):
+		if he.detail != nil {
+			writeJSON(w, he.status, map[string]any{"error": he.word, "reason": he.detail})
+			break
+		}
 		writeError(w, he.status, he.word, he.reason)
 	case errors.As(err, &ae):
 		switch ae.Code {
 		case amqp.NotFound:
 			writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 		case amqp.AccessRefused:
+			if strings.HasPrefix(ae.Text, "access to ") {
+				// A permission refusal, answered as RabbitMQ's management
+				// plugin answers it.
+				writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+				break
+			}
 			writeError(w, http.StatusForbidden, "access_refused", ae.Text)
 		case amqp.PreconditionFailed, amqp.ResourceLocked, amqp.CommandInvalid, amqp.NotAllowed,
 			amqp.FrameError, amqp.SyntaxError, amqp.NotImplemented:

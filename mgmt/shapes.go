@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -272,14 +273,18 @@ type vhostJSON struct {
 	MessagesUnacknowledged int               `json:"messages_unacknowledged"`
 }
 
-func toVHost(node string, v server.VHostInfo) vhostJSON {
-	desc := ""
-	if v.Name == "/" {
-		desc = "Default virtual host"
+func toVHost(node string, v server.VHostInfo, rec auth.VHost) vhostJSON {
+	tags := rec.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	dqt := rec.DefaultQueueType
+	if dqt == "" {
+		dqt = "undefined"
 	}
 	return vhostJSON{
-		Name: v.Name, Description: desc, Tags: []string{}, Metadata: vhostMetaJSON{Description: desc, Tags: []string{}},
-		DefaultQueueType: "classic", ClusterState: map[string]string{node: stateRunning},
+		Name: v.Name, Description: rec.Description, Tags: tags, Metadata: vhostMetaJSON{Description: rec.Description, Tags: tags},
+		DefaultQueueType: dqt, ClusterState: map[string]string{node: stateRunning},
 		Messages: v.Messages, MessagesReady: v.Ready, MessagesUnacknowledged: v.Unacked,
 	}
 }
@@ -290,19 +295,6 @@ type userJSON struct {
 	HashingAlgorithm string   `json:"hashing_algorithm"`
 	Tags             []string `json:"tags"`
 	Limits           table    `json:"limits"`
-}
-
-// adminTags are every configured user's tags: Warren has no permission
-// model yet, so each user can do everything, as RabbitMQ's administrator.
-var adminTags = []string{"administrator"}
-
-// toUser describes a configured user with its password hash (see
-// server.PasswordHash).
-func toUser(name, hash string) userJSON {
-	return userJSON{
-		Name: name, PasswordHash: hash,
-		HashingAlgorithm: "rabbit_password_hashing_sha256", Tags: adminTags, Limits: table{},
-	}
 }
 
 type whoamiJSON struct {
