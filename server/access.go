@@ -210,11 +210,12 @@ type publishPermCache struct {
 }
 
 // admitConnection counts a connection into v, or refuses it with 530 when
-// the vhost's max-connections limit is reached.
-func (v *vhost) admitConnection(user string) *amqp.Error {
+// the vhost's max-connections limit is reached (management sessions count
+// but are never refused).
+func (v *vhost) admitConnection(user string, admin bool) *amqp.Error {
 	rec, _ := v.srv.auth.VHost(v.name)
 	limit, ok := auth.Limit(rec.Limits, "max-connections")
-	if n := v.conns.Add(1); ok && n > limit {
+	if n := v.conns.Add(1); ok && !admin && n > limit {
 		v.conns.Add(-1)
 		v.log.Warn().Str("vhost", v.name).Str("user", user).Int64("limit", limit).Msg("connection refused: vhost connection limit reached")
 		return amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.name, user, limit)

@@ -407,6 +407,7 @@ func (c *conn) handshake() error {
 		refused = true
 	}
 	if refused {
+		c.log.Warn().Str("user", user).Str("mechanism", startOk.Mechanism).Msg("login refused: unknown user or wrong credentials")
 		e := amqp.Errorf(amqp.AccessRefused, 0, 0,
 			"Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
 		if !c.caps.authFailureClose {
@@ -458,10 +459,11 @@ func (c *conn) handshake() error {
 	if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
 	}
-	if err := vh.admitConnection(c.user); err != nil {
+	_, admin := c.nc.(*adminPipe)
+	if err := vh.admitConnection(c.user, admin); err != nil {
 		return c.refuse(err)
 	}
-	if err := c.admitUser(); err != nil {
+	if err := c.admitUser(admin); err != nil {
 		vh.conns.Add(-1)
 		return c.refuse(err)
 	}

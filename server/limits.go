@@ -46,16 +46,19 @@ func (s *Server) admitSocket(nc net.Conn) bool {
 }
 
 // admitUser refuses a connection over the user's max-connections limit,
-// with RabbitMQ's 530 and text.
-func (c *conn) admitUser() *amqp.Error {
+// with RabbitMQ's 530 and text. Management sessions are not limited.
+func (c *conn) admitUser(admin bool) *amqp.Error {
 	u, _ := c.srv.auth.User(c.user)
 	limit, ok := auth.Limit(u.Limits, "max-connections")
-	if !ok {
+	if !ok || admin {
 		return nil
 	}
 	n := 0
 	c.srv.connsMu.Lock()
 	for other := range c.srv.conns {
+		if _, isAdmin := other.nc.(*adminPipe); isAdmin {
+			continue
+		}
 		if info := other.info.Load(); info != nil && info.User == c.user {
 			n++
 		}
