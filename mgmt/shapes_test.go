@@ -104,10 +104,10 @@ var omitted = map[string][]string{
 		"acks_uncommitted", "confirm", "messages_uncommitted", "messages_unconfirmed", "transactional",
 		"pending_raft_commands",
 	}),
-	"consumer":    nil,
+	"consumer":           nil,
 	"export_definitions": nil,
-	"get":         nil,
-	"publish":     nil,
+	"get":                nil,
+	"publish":            nil,
 }
 
 func loadRabbit(t *testing.T, name string) any {

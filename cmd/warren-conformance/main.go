@@ -2,6 +2,11 @@
 // outside `go test`:
 //
 //	warren-conformance --url amqp://guest:guest@127.0.0.1:5672/ [--run REGEXP]
+//	    [--mgmt-url http://guest:guest@127.0.0.1:15672]
+//
+// With --mgmt-url the access-control cases create their users, vhosts and
+// permissions through that management HTTP API; without it they are
+// skipped.
 //
 // It prints one line per case ("PASS name (12ms)" or "FAIL name: first
 // error"), then "N passed, M failed", and exits 1 if any case failed.
@@ -31,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pattern := fs.String("run", "", "run only cases whose name matches this regular expression")
 	timeout := fs.Duration("timeout", 60*time.Second, "per-case timeout")
 	verbose := fs.Bool("v", false, "print every error and log line of failed cases")
+	mgmtURL := fs.String("mgmt-url", "", "management HTTP API with credentials (http://user:pass@host:port) through which the access cases set up users, vhosts and permissions; without it they are skipped")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	target := conformance.Target{URL: *url}
+	if *mgmtURL != "" {
+		target.Admin = conformance.HTTPAdmin{Base: *mgmtURL}
+	}
 	passed, failed := 0, 0
 	for _, c := range conformance.Cases() {
 		if re != nil && !re.MatchString(c.Name) {
