@@ -26,6 +26,7 @@ package server
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -423,6 +424,13 @@ type ConnectionInfo struct {
 	ClientCaps map[string]bool
 	// Channels counts the open channels.
 	Channels int
+	// TLS is set for an amqps connection, with the negotiated protocol
+	// ("tlsv1.3", RabbitMQ's spelling) and cipher suite, and the client
+	// certificate's subject if it sent one.
+	TLS             bool
+	TLSProtocol     string
+	TLSCipher       string
+	PeerCertSubject string
 }
 
 // connView is a snapshot of c for the admin API: what the handshake
@@ -444,6 +452,16 @@ func (s *Server) connView(c *conn) ConnectionInfo {
 	c.chanMu.Lock()
 	ci.Channels = len(c.channels)
 	c.chanMu.Unlock()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		ci.TLS = true
+		if st := tc.ConnectionState(); st.HandshakeComplete {
+			ci.TLSProtocol = strings.ToLower(strings.ReplaceAll(tls.VersionName(st.Version), " ", "v"))
+			ci.TLSCipher = tls.CipherSuiteName(st.CipherSuite)
+			if len(st.PeerCertificates) > 0 {
+				ci.PeerCertSubject = st.PeerCertificates[0].Subject.String()
+			}
+		}
+	}
 	return ci
 }
 
