@@ -2,8 +2,11 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/auth"
@@ -110,5 +113,25 @@ func TestUserConnectionLimit(t *testing.T) {
 	ae, ok := err.(*amqp091.Error)
 	if !ok || ae.Code != 530 || !strings.Contains(ae.Reason, "user connection limit (1) is reached") {
 		t.Fatalf("second connection: %v, want 530 user connection limit", err)
+	}
+}
+
+// TestHandshakeTimeout checks that a client that connects and then stalls,
+// before or inside the handshake, is disconnected.
+func TestHandshakeTimeout(t *testing.T) {
+	url := servertest.Start(t, server.Config{HandshakeTimeout: 200 * time.Millisecond})
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/")
+	for _, sent := range [][]byte{nil, []byte("AMQP\x00\x00\x09\x01")} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(sent)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, c) // connection.start, then EOF
+		c.Close()
+		if err != nil {
+			t.Fatalf("after sending %q and stalling: %v, want the broker to close the socket", sent, err)
+		}
 	}
 }
