@@ -135,3 +135,29 @@ func TestHandshakeTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestUserChannelLimit checks RabbitMQ's per-user max-channels, counted
+// over all the user's connections: the channel.open over it closes the
+// connection with 530.
+func TestUserChannelLimit(t *testing.T) {
+	var srv *server.Server
+	url := servertest.Start(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	if err := srv.Auth().SetUserLimits("guest", map[string]int64{"max-channels": 2}); err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := dialOK(t, url), dialOK(t, url)
+	if _, err := c1.Channel(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Channel(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c2.Channel()
+	ae, ok := err.(*amqp091.Error)
+	if !ok || ae.Code != 530 || !strings.Contains(ae.Reason, "maximum allowed user limit of (2)") {
+		t.Fatalf("third channel of the user: %v, want 530", err)
+	}
+	if c1.IsClosed() {
+		t.Fatal("the user's other connection was closed")
+	}
+}

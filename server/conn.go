@@ -322,6 +322,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 			return amqp.Errorf(amqp.NotAllowed, 0, 0,
 				"number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax)
 		}
+		if err := c.admitChannel(); err != nil {
+			return err
+		}
 		c.chanMu.Lock()
 		c.channels[id] = newChannel(c, id)
 		c.chanMu.Unlock()

@@ -120,3 +120,29 @@ func (o *outbox) waitRoom(limit int, quit <-chan struct{}) error {
 		}
 	}
 }
+
+// admitChannel refuses channel.open over the user's max-channels limit,
+// which counts the user's channels on all its connections, with RabbitMQ's
+// connection-level 530.
+func (c *conn) admitChannel() *amqp.Error {
+	u, _ := c.srv.auth.User(c.user)
+	limit, ok := auth.Limit(u.Limits, "max-channels")
+	if !ok {
+		return nil
+	}
+	n := 0
+	c.srv.connsMu.Lock()
+	for other := range c.srv.conns {
+		if info := other.info.Load(); info != nil && info.User == c.user {
+			other.chanMu.Lock()
+			n += len(other.channels)
+			other.chanMu.Unlock()
+		}
+	}
+	c.srv.connsMu.Unlock()
+	if int64(n) >= limit {
+		return amqp.Errorf(amqp.NotAllowed, 0, 0,
+			"number of channels opened for user '%s' has reached the maximum allowed user limit of (%d)", c.user, limit)
+	}
+	return nil
+}
