@@ -54,6 +54,7 @@ func run(args []string) error {
 	maxConns := fs.Int("max-connections", 0, "most client connections to the broker; more are closed at once (0: no limit)")
 	maxUnacked := fs.Int("max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
 	loopbackUsers := fs.String("loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
+	loadDefs := fs.String("load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
 	tlsCA := fs.String("tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -97,6 +98,13 @@ func run(args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if *loadDefs != "" {
+		if err := mgmt.LoadDefinitionsFile(srv, *loadDefs); err != nil {
+			srv.Close()
+			return fmt.Errorf("--load-definitions: %w", err)
+		}
+		log.Info().Str("file", *loadDefs).Msg("definitions imported")
 	}
 	if err := srv.Listen(); err != nil {
 		return err
