@@ -50,10 +50,11 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&c.url, "url", envOr("WARRENCTL_URL", "http://127.0.0.1:15672"), "management API base URL")
 	pf.StringVar(&c.user, "user", envOr("WARRENCTL_USER", "guest"), "user name")
 	pf.StringVar(&c.password, "password", envOr("WARRENCTL_PASSWORD", "guest"), "password")
-	pf.StringVar(&c.vhost, "vhost", envOr("WARRENCTL_VHOST", "/"), "virtual host")
+	pf.StringVarP(&c.vhost, "vhost", "p", envOr("WARRENCTL_VHOST", "/"), "virtual host")
 	pf.StringVar(&c.format, "format", "table", "output format: table or json")
 	root.AddCommand(c.listCmd(), c.overviewCmd(), c.declareCmd(), c.deleteCmd(), c.purgeCmd(), c.closeCmd(),
 		c.exportCmd(), c.importCmd(), c.publishCmd(), c.getCmd())
+	root.AddCommand(c.accessCmds()...)
 	return root
 }
 
@@ -534,7 +535,7 @@ func (c *cli) exportCmd() *cobra.Command {
 func (c *cli) importCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "import FILE",
-		Short: "Import exchanges, queues and bindings from a definitions file ('-' for stdin)",
+		Short: "Import a definitions file ('-' for stdin): users, vhosts, permissions, limits, policies, exchanges, queues, bindings",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
 			var b []byte
