@@ -36,6 +36,33 @@ func init() {
 			},
 		},
 		Case{
+			// A reply published inside a transaction bypasses it: RabbitMQ
+			// hands it to the requester at once, before tx.commit.
+			Name: "reply-to/reply-in-transaction-not-deferred",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				requests := clDeclareQueue(t, tg, ch, "rpc", nil)
+				replies, err := ch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil)
+				if err != nil {
+					t.Fatalf("consume amq.rabbitmq.reply-to: %v", err)
+				}
+				clPublish(t, ch, "", requests, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to", Body: []byte("ping")})
+				srv := clOpenChan(t, conn)
+				req := clGetWait(t, srv, requests, true)
+				if err := srv.Tx(); err != nil {
+					t.Fatalf("tx.select: %v", err)
+				}
+				clPublish(t, srv, "", req.ReplyTo, amqp.Publishing{Body: []byte("pong")})
+				if d := clRecvDelivery(t, replies); string(d.Body) != "pong" {
+					t.Fatalf("reply %q", d.Body)
+				}
+				if err := srv.TxRollback(); err != nil {
+					t.Fatalf("tx.rollback: %v", err)
+				}
+				clNoDelivery(t, replies)
+			},
+		},
+		Case{
 			// Consuming replies needs no-ack: 406 otherwise.
 			Name: "reply-to/consume-with-ack-406",
 			Run: func(t T, tg Target) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -180,6 +181,12 @@ func (ch *channel) publish(p *publishing) error {
 		}
 	}
 	if ch.tx != nil {
+		if m.Exchange == "" && strings.HasPrefix(m.RoutingKey, replyPrefix) {
+			// RabbitMQ hands a direct reply-to reply over at once, outside
+			// the transaction.
+			ch.route(p, nil)
+			return nil
+		}
 		ch.tx.Publish(p)
 		return nil
 	}
