@@ -247,6 +247,7 @@ func (s *engine) tryCommit(ops []op) error {
 	st.Settled += s.txnStats.settled
 	st.FsyncTotal += d
 	st.FsyncMax = max(st.FsyncMax, d)
+	st.Fsync.observe(d)
 	s.statsMu.Unlock()
 	return nil
 }

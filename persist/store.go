@@ -177,6 +177,7 @@ type Stats struct {
 	// DanglingEntries counts entries found without a body (never expected:
 	// it means corruption); recovery skips and drops them.
 	DanglingEntries uint64
+	Fsync           FsyncHistogram // transaction commits by duration (fsync_hist.go)
 }
 
 // MessagesPerCommit is Messages / Commits.

@@ -124,6 +124,7 @@ type Queue struct {
 	ttlAt       int64 // when ttlTimer fires, unix nanos; 0 = not armed
 	expTimer    *time.Timer
 	lastUsed    time.Time
+	ctr         counters // message_stats (stats.go)
 }
 
 // New returns an empty queue.
@@ -239,6 +240,7 @@ func (q *Queue) enqueueLocked(m *Message, seq uint64) EnqueueResult {
 		}
 		return Dropped
 	}
+	q.ctr.publish.Add(1)
 	if seq == 0 {
 		q.seq++
 		seq = q.seq
@@ -431,7 +433,9 @@ func (q *Queue) offer(e Entry) bool {
 			switch q.consumers[k].c.Deliver(q, e) {
 			case Pending:
 				q.unacked++
+				q.ctr.delivered(true, e.Redelivered)
 			case Settled:
+				q.ctr.delivered(false, e.Redelivered)
 			default:
 				continue
 			}
