@@ -194,6 +194,7 @@ func (ch *channel) publish(p *publishing) error {
 		ch.route(p, nil)
 		return nil
 	}
+	v.stats.confirm.Add(1) // each publish in confirm mode gets one basic.ack or basic.nack
 	pc := &pendingConfirm{seq: ch.confirms.Next(), confirms: ch.confirms}
 	pc.n.Store(2) // the store's write (or its absence) and the enqueue
 	if dropped := ch.route(p, pc.storeDone); dropped {
@@ -259,6 +260,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	s := v.routeMessage(m.Exchange, m.RoutingKey, p.props)
 	defer v.releaseScratch(s)
 	routed, dropped := v.deliver(msg, s.queues, done)
+	v.stats.routed(routed, m.Mandatory)
 	if s.found && !routed && m.Mandatory {
 		ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
 			ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
@@ -280,6 +282,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 		return err
 	}
 	e, remaining, ok := q.Get()
+	q.CountGet(ok, m.NoAck, e.Redelivered)
 	if !ok {
 		return ch.c.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
 	}
@@ -352,6 +355,7 @@ func (ch *channel) applySettle(s txn.Settle, toStore bool) {
 		}
 		if s.Ack {
 			q.Settle(n)
+			q.CountAck(n)
 		} else {
 			entries := make([]queue.Entry, n)
 			for i := range entries {
@@ -437,6 +441,7 @@ func (ch *channel) txCommit() error {
 	}
 	for _, r := range routedPubs {
 		routed, _ := v.enqueue(r.msg, r.queues, r.entries)
+		v.stats.routed(routed, r.p.method.Mandatory)
 		if r.found && !routed && r.p.method.Mandatory {
 			ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
 				ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: r.p.method.Exchange, RoutingKey: r.p.method.RoutingKey,

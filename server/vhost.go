@@ -34,6 +34,7 @@ type vhost struct {
 	policies         []policyEntry // highest priority first
 	// conns counts the open connections, for the max-connections limit.
 	conns atomic.Int64
+	stats vhostStats // message_stats counters (stats.go)
 }
 
 func newVhost(s *Server, name string) *vhost {
