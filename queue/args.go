@@ -48,6 +48,15 @@ type ArgError struct {
 
 func (e *ArgError) Error() string { return fmt.Sprintf("invalid arg '%s': %s", e.Arg, e.Reason) }
 
+// ArgTypeError is an exchange-naming argument of the wrong type, which
+// RabbitMQ words differently from other argument errors.
+type ArgTypeError struct {
+	Arg  string
+	Type string // RabbitMQ's field type name
+}
+
+func (e *ArgTypeError) Error() string { return fmt.Sprintf("invalid type '%s' for arg '%s'", e.Type, e.Arg) }
+
 // ParseArgs reads the x-arguments a queue understands. Unknown arguments
 // are accepted and ignored, as RabbitMQ does.
 func ParseArgs(args map[string]any) (Limits, error) {
@@ -108,7 +117,7 @@ func ParseArgs(args map[string]any) (Limits, error) {
 		case "x-dead-letter-exchange":
 			s, ok := v.(string)
 			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+				return l, &ArgTypeError{k, typeName(v)}
 			}
 			l.DeadLetterExchange, l.HasDLX = s, true
 		case "x-dead-letter-routing-key":
@@ -120,7 +129,7 @@ func ParseArgs(args map[string]any) (Limits, error) {
 		}
 	}
 	if l.HasDLRK && !l.HasDLX {
-		return l, &ArgError{"x-dead-letter-routing-key", "Key x-dead-letter-exchange must be present when x-dead-letter-routing-key is set"}
+		return l, &ArgError{"x-dead-letter-routing-key", "routing_key_but_no_dlx_defined"}
 	}
 	return l, nil
 }
@@ -150,15 +159,18 @@ func intArg(name string, v any, lo, hi int64) (int64, error) {
 		}
 		n = int64(x)
 	default:
-		return 0, &ArgError{name, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		return 0, &ArgError{name, fmt.Sprintf("\"expected integer, got %s\"", typeName(v))}
 	}
 	if n < lo {
-		if lo == 0 {
+		if n < 0 {
 			return 0, &ArgError{name, fmt.Sprintf("{value_negative,%d}", n)}
 		}
 		return 0, &ArgError{name, fmt.Sprintf("{value_zero,%d}", n)}
 	}
 	if n > hi {
+		if name == "x-max-priority" {
+			return 0, &ArgError{name, fmt.Sprintf("{max_value_exceeded,%d}", n)}
+		}
 		return 0, &ArgError{name, fmt.Sprintf("{value_too_large,%d}", n)}
 	}
 	return n, nil

@@ -91,12 +91,25 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if m.Exclusive {
 		d.Owner = ch.c.id
 	}
-	_, err := queue.ParseArgs(d.Args)
+	_, err := queue.CheckDeclare(d.Args, d.Durable, d.Exclusive, d.AutoDelete)
 	if err != nil {
 		var ae *queue.ArgError
-		if errors.As(err, &ae) {
+		var te *queue.TypeArgError
+		var pe *queue.PropertyError
+		var ate *queue.ArgTypeError
+		switch {
+		case errors.As(err, &ate):
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid type '%s' for arg '%s' in queue '%s' in vhost '%s'",
+				ate.Type, ate.Arg, name, v.name)
+		case errors.As(err, &ae):
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
 				ae.Arg, name, v.name, ae.Reason)
+		case errors.As(err, &te):
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s' of queue type %s",
+				te.Arg, name, v.name, te.Module)
+		case errors.As(err, &pe):
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid property '%s' for queue '%s' in vhost '%s'",
+				pe.Property, name, v.name)
 		}
 		return err
 	}

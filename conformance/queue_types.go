@@ -1,0 +1,77 @@
+package conformance
+
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Queue types (x-queue-type): each refuses some arguments and flags with
+// 406, in RabbitMQ's words. Arguments are checked before flags, and the
+// values of the arguments a type takes before the arguments it refuses.
+
+func init() {
+	const (
+		prop = "PRECONDITION_FAILED - invalid property '%[3]s' for queue '%[1]s' in vhost '%[2]s'"
+		typ  = "PRECONDITION_FAILED - invalid arg '%[3]s' for queue '%[1]s' in vhost '%[2]s' of queue type %[4]s"
+		arg  = "PRECONDITION_FAILED - invalid arg '%[3]s' for queue '%[1]s' in vhost '%[2]s': %[4]s"
+	)
+	type typeCase struct {
+		name          string
+		durable, excl bool
+		autoDel       bool
+		args          amqp.Table
+		format        string // "" = accepted
+		what, detail  string
+	}
+	quorum := func(extra amqp.Table) amqp.Table {
+		t := amqp.Table{"x-queue-type": "quorum"}
+		for k, v := range extra {
+			t[k] = v
+		}
+		return t
+	}
+	for _, c := range []typeCase{
+		{"queue-type/quorum-non-durable-406", false, false, false, quorum(nil), prop, "non-durable", ""},
+		{"queue-type/quorum-exclusive-406", true, true, false, quorum(nil), prop, "exclusive-owner", ""},
+		{"queue-type/quorum-auto-delete-406", true, false, true, quorum(nil), prop, "auto-delete", ""},
+		{"queue-type/stream-non-durable-406", false, false, false, amqp.Table{"x-queue-type": "stream"}, prop, "non-durable", ""},
+		{"queue-type/quorum-max-priority-406", true, false, false, quorum(amqp.Table{"x-max-priority": int32(5)}), typ, "x-max-priority", "rabbit_quorum_queue"},
+		{"queue-type/quorum-refused-arg-before-durability", false, false, false, quorum(amqp.Table{"x-queue-mode": "lazy"}), typ, "x-queue-mode", "rabbit_quorum_queue"},
+		{"queue-type/stream-max-length-406", true, false, false, amqp.Table{"x-queue-type": "stream", "x-max-length": int32(5)}, typ, "x-max-length", "rabbit_stream_queue"},
+		{"queue-type/classic-delivery-limit-406", true, false, false, amqp.Table{"x-delivery-limit": int32(5)}, typ, "x-delivery-limit", "rabbit_classic_queue"},
+		{"queue-type/unknown-type-406", true, false, false, amqp.Table{"x-queue-type": "bogus"}, arg, "x-queue-type", "\"unsupported queue type 'bogus'\""},
+		{"queue-type/non-string-type-406", true, false, false, amqp.Table{"x-queue-type": int32(1)}, arg, "x-queue-type", "{unacceptable_type,signedint}"},
+		{"queue-type/value-checked-before-refused-args", true, false, false, amqp.Table{"x-delivery-limit": int32(3), "x-max-length": "abc"}, arg, "x-max-length", "\"expected integer, got longstr\""},
+		{"queue-type/dead-letter-key-without-exchange-406", true, false, false, amqp.Table{"x-dead-letter-routing-key": "k"}, arg, "x-dead-letter-routing-key", "routing_key_but_no_dlx_defined"},
+		{"queue-args/expires-string-406", false, false, false, amqp.Table{"x-expires": "abc"}, arg, "x-expires", "\"expected integer, got longstr\""},
+		{"queue-args/expires-zero-406", false, false, false, amqp.Table{"x-expires": int32(0)}, arg, "x-expires", "{value_zero,0}"},
+		{"queue-args/expires-negative-406", false, false, false, amqp.Table{"x-expires": int32(-1)}, arg, "x-expires", "{value_negative,-1}"},
+		{"queue-args/message-ttl-double-406", false, false, false, amqp.Table{"x-message-ttl": 3.5}, arg, "x-message-ttl", "\"expected integer, got double\""},
+		{"queue-args/max-length-negative-406", false, false, false, amqp.Table{"x-max-length": int32(-1)}, arg, "x-max-length", "{value_negative,-1}"},
+		{"queue-args/max-priority-300-406", false, false, false, amqp.Table{"x-max-priority": int32(300)}, arg, "x-max-priority", "{max_value_exceeded,300}"},
+		{"queue-args/single-active-consumer-string-406", false, false, false, amqp.Table{"x-single-active-consumer": "abc"}, arg, "x-single-active-consumer", "{unacceptable_type,longstr}"},
+		{"queue-args/overflow-int-406", false, false, false, amqp.Table{"x-overflow": int32(1)}, arg, "x-overflow", "{unacceptable_type,signedint}"},
+		{"queue-args/dead-letter-exchange-int-406", false, false, false, amqp.Table{"x-dead-letter-exchange": int32(1)},
+			"PRECONDITION_FAILED - invalid type '%[4]s' for arg '%[3]s' in queue '%[1]s' in vhost '%[2]s'", "x-dead-letter-exchange", "signedint"},
+		{"queue-type/quorum-accepted", true, false, false, quorum(amqp.Table{"x-delivery-limit": int32(3), "x-overflow": "reject-publish"}), "", "", ""},
+		{"queue-type/classic-explicit-accepted", true, false, false, amqp.Table{"x-queue-type": "classic", "x-max-priority": int32(3)}, "", "", ""},
+	} {
+		register(Case{Name: c.name, Run: func(t T, tg Target) {
+			conn, ch := clDialChan(t, tg)
+			name := clUniq("qt")
+			clCleanupQueue(t, tg, name)
+			_, err := ch.QueueDeclare(name, c.durable, c.autoDel, c.excl, false, c.args)
+			if c.format == "" {
+				if err != nil {
+					t.Fatalf("declare: %v", err)
+				}
+				return
+			}
+			ae := clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+			if want := fmt.Sprintf(c.format, name, acVHost(tg), c.what, c.detail); ae.Reason != want {
+				t.Errorf("reply text %q, want %q", ae.Reason, want)
+			}
+		}})
+	}
+}
