@@ -55,7 +55,9 @@ type ArgTypeError struct {
 	Type string // RabbitMQ's field type name
 }
 
-func (e *ArgTypeError) Error() string { return fmt.Sprintf("invalid type '%s' for arg '%s'", e.Type, e.Arg) }
+func (e *ArgTypeError) Error() string {
+	return fmt.Sprintf("invalid type '%s' for arg '%s'", e.Type, e.Arg)
+}
 
 // ParseArgs reads the x-arguments a queue understands. Unknown arguments
 // are accepted and ignored, as RabbitMQ does.
