@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Frame layout sizes.
@@ -28,14 +29,50 @@ type Frame struct {
 // cost one read syscall. The buffer grows for large frames, never beyond the
 // maximum frame size, and the size field is checked before growing.
 //
+// Over a LazyReader, the FrameReader gives its buffer back whenever nothing
+// is buffered and takes one again only once input has arrived, so an idle
+// connection holds no read buffer.
+//
 // A FrameReader is not safe for concurrent use.
 type FrameReader struct {
 	r        io.Reader
-	buf      []byte // len(buf) is the capacity in use
-	start    int    // first unconsumed byte
-	end      int    // end of valid data
-	maxFrame uint32 // total frame size limit incl. overhead; 0 = FrameMinSize
-	err      error  // read error held back while buffered bytes remain
+	lazy     LazyReader // r, when it is one
+	size     int        // the buffer's initial size
+	buf      []byte     // len(buf) is the capacity in use; nil while released
+	start    int        // first unconsumed byte
+	end      int        // end of valid data
+	maxFrame uint32     // total frame size limit incl. overhead; 0 = FrameMinSize
+	err      error      // read error held back while buffered bytes remain
+}
+
+// LazyReader is a reader that needs a buffer only while input is there.
+// ReadLazy reads like Read into the buffer take returns; when no input is
+// available yet, it calls drop (the buffer is no longer needed), waits, and
+// calls take again once input has arrived. It returns io.EOF at the end of
+// the input.
+type LazyReader interface {
+	io.Reader
+	ReadLazy(take func() []byte, drop func()) (int, error)
+}
+
+// bufPools holds released buffers by size.
+var bufPools sync.Map // int -> *sync.Pool of *[]byte
+
+func getBuf(size int) []byte {
+	if p, ok := bufPools.Load(size); ok {
+		if b, ok := p.(*sync.Pool).Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, size)
+}
+
+func putBuf(b []byte) {
+	p, ok := bufPools.Load(len(b))
+	if !ok {
+		p, _ = bufPools.LoadOrStore(len(b), &sync.Pool{})
+	}
+	p.(*sync.Pool).Put(&b)
 }
 
 // NewFrameReader returns a reader with an initial buffer of bufSize bytes
@@ -44,7 +81,16 @@ func NewFrameReader(r io.Reader, bufSize int) *FrameReader {
 	if bufSize < FrameMinSize {
 		bufSize = FrameMinSize
 	}
-	return &FrameReader{r: r, buf: make([]byte, bufSize)}
+	fr := &FrameReader{size: bufSize}
+	fr.SetReader(r)
+	return fr
+}
+
+// SetReader replaces the underlying reader; what is buffered stays. Over a
+// LazyReader the buffer is released whenever it runs empty.
+func (fr *FrameReader) SetReader(r io.Reader) {
+	fr.r = r
+	fr.lazy, _ = r.(LazyReader)
 }
 
 // SetMaxFrameSize sets the largest accepted frame, including the 8 bytes of
@@ -113,23 +159,26 @@ func (fr *FrameReader) fill(n int) error {
 	if fr.end-fr.start >= n {
 		return nil
 	}
-	if len(fr.buf)-fr.start < n {
-		if n > len(fr.buf) {
-			size := 2 * len(fr.buf)
-			if lim := fr.limit(); uint64(size) > lim {
-				size = int(lim)
+	if fr.start == fr.end {
+		// Nothing buffered: start again at the head of the buffer, or,
+		// over a LazyReader, give the buffer back until input arrives.
+		fr.start, fr.end = 0, 0
+		if fr.lazy != nil && fr.err == nil {
+			k, err := fr.lazy.ReadLazy(func() []byte {
+				fr.reserve(n)
+				return fr.buf[fr.end:]
+			}, fr.release)
+			fr.end += k
+			if err != nil {
+				fr.err = err
+				if fr.end-fr.start >= n {
+					return nil
+				}
+				return fr.takeErr()
 			}
-			if size < n {
-				size = n
-			}
-			nb := make([]byte, size)
-			fr.end = copy(nb, fr.buf[fr.start:fr.end])
-			fr.buf = nb
-		} else {
-			fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
 		}
-		fr.start = 0
 	}
+	fr.reserve(n)
 	for empty := 0; fr.end-fr.start < n; {
 		if fr.err != nil {
 			return fr.takeErr()
@@ -150,6 +199,48 @@ func (fr *FrameReader) fill(n int) error {
 		}
 	}
 	return nil
+}
+
+// reserve makes room for n bytes from fr.start, taking, growing or
+// compacting the buffer.
+func (fr *FrameReader) reserve(n int) {
+	if fr.buf == nil {
+		fr.buf = getBuf(fr.size)
+	}
+	if len(fr.buf)-fr.start >= n {
+		return
+	}
+	if n > len(fr.buf) {
+		size := 2 * len(fr.buf)
+		if lim := fr.limit(); uint64(size) > lim {
+			size = int(lim)
+		}
+		if size < n {
+			size = n
+		}
+		nb := make([]byte, size)
+		fr.end = copy(nb, fr.buf[fr.start:fr.end])
+		if len(fr.buf) == fr.size {
+			putBuf(fr.buf)
+		}
+		fr.buf = nb
+	} else {
+		fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
+	}
+	fr.start = 0
+}
+
+// release gives an empty buffer back: one of the initial size to the pool
+// for the next reader, a grown one to the garbage collector.
+func (fr *FrameReader) release() {
+	if fr.buf == nil {
+		return
+	}
+	if len(fr.buf) == fr.size {
+		putBuf(fr.buf)
+	}
+	fr.buf = nil
+	fr.start, fr.end = 0, 0
 }
 
 // takeErr returns the held read error once, as io.ErrUnexpectedEOF if the
