@@ -133,10 +133,13 @@ func (s *Server) getNode(q *request) error {
 
 func (s *Server) getVHosts(q *request) error {
 	node := s.broker.NodeName()
+	view, rates := s.stats()
 	var out []vhostJSON
 	for _, v := range s.broker.VHosts() {
 		rec, _ := s.broker.Auth().VHost(v.Name)
-		out = append(out, toVHost(node, v, rec))
+		j := toVHost(node, v, rec)
+		j.MessageStats = messageStats(view.vhosts[v.Name], rates.vhosts[v.Name], allCounters)
+		out = append(out, j)
 	}
 	return q.replyList(out)
 }
@@ -145,7 +148,10 @@ func (s *Server) getVHost(q *request) error {
 	for _, v := range s.broker.VHosts() {
 		if v.Name == q.param("vhost") {
 			rec, _ := s.broker.Auth().VHost(v.Name)
-			return q.reply(toVHost(s.broker.NodeName(), v, rec))
+			view, rates := s.stats()
+			j := toVHost(s.broker.NodeName(), v, rec)
+			j.MessageStats = messageStats(view.vhosts[v.Name], rates.vhosts[v.Name], allCounters)
+			return q.reply(j)
 		}
 	}
 	return notFound()
@@ -358,9 +364,13 @@ func (s *Server) getQueues(q *request) error {
 		return err
 	}
 	node, owners := s.broker.NodeName(), s.ownerIndex()
+	view, rates := s.stats()
 	out := make([]queueJSON, 0, len(qs))
 	for _, qi := range qs {
-		out = append(out, s.queueJSON(node, qi, owners))
+		j := s.queueJSON(node, qi, owners)
+		k := queueKey(qi.VHost, qi.Name)
+		j.MessageStats = messageStats(view.queues[k], rates.queues[k], queueCounters)
+		out = append(out, j)
 	}
 	return q.replyList(out)
 }
@@ -373,6 +383,9 @@ func (s *Server) getQueue(q *request) error {
 	}
 	node := s.broker.NodeName()
 	j := s.queueJSON(node, qi, s.ownerIndex())
+	view, rates := s.stats()
+	k := queueKey(qi.VHost, qi.Name)
+	j.MessageStats = messageStats(view.queues[k], rates.queues[k], queueCounters)
 	cons, _ := s.broker.Consumers(vhost)
 	details := []consumerJSON{}
 	for _, c := range cons {

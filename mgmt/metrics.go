@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -10,7 +11,10 @@ import (
 // same metric (rabbitmq_connections, rabbitmq_queue_messages_ready, ...), so
 // its dashboards apply; Warren's own store figures are warren_store_*.
 type collector struct {
-	b *server.Server
+	b           *server.Server
+	sm          *sampler
+	msgCounters []msgCounterDesc
+	fsyncHist   *prometheus.Desc
 
 	connections, channels, queues, consumers, exchanges *prometheus.Desc
 
@@ -24,13 +28,16 @@ type collector struct {
 	memAlarm, diskAlarm, memLimit, diskLimit, diskFree *prometheus.Desc
 }
 
-func newCollector(b *server.Server) *collector {
+func newCollector(b *server.Server, sm *sampler) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	q := []string{"vhost", "queue"}
 	return &collector{
 		b:                      b,
+		sm:                     sm,
+		msgCounters:            newMessageCounterDescs(),
+		fsyncHist:              d("warren_store_fsync_duration_seconds", "Store transaction commits (one fsync each) by duration"),
 		connections:            d("rabbitmq_connections", "Client connections open"),
 		channels:               d("rabbitmq_channels", "Channels with consumers (other channels are not visible to the admin API yet)"),
 		queues:                 d("rabbitmq_queues", "Queues"),
@@ -71,9 +78,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.queueReady, c.queueUnacked, c.queueConsumers, c.queueReadyBytes, c.queueMemory,
 		c.storeCommits, c.storeBatches, c.storeFailed, c.storeMessages, c.storeEntries, c.storeSettled,
 		c.storeFsyncSeconds, c.storeFsyncMax, c.storePending, c.storeMessagesPerCommit, c.storeDangling, c.buildInfo,
-		c.memAlarm, c.diskAlarm, c.memLimit, c.diskLimit, c.diskFree,
+		c.memAlarm, c.diskAlarm, c.memLimit, c.diskLimit, c.diskFree, c.fsyncHist,
 	} {
 		ch <- d
+	}
+	for _, m := range c.msgCounters {
+		ch <- m.desc
 	}
 }
 
@@ -122,6 +132,55 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.storePending, float64(st.Pending))
 	gauge(c.storeMessagesPerCommit, st.MessagesPerCommit())
 	counter(c.storeDangling, float64(st.DanglingEntries))
+	ch <- fsyncHistogram(c.fsyncHist, st)
+	node := c.sm.read().node
+	for _, m := range c.msgCounters {
+		counter(m.desc, float64(m.value(node)))
+	}
+}
+
+// msgCounterDesc is one of the node's message counters, named as
+// RabbitMQ's Prometheus plugin names its global counters.
+type msgCounterDesc struct {
+	desc  *prometheus.Desc
+	value func(counts) uint64
+}
+
+func newMessageCounterDescs() []msgCounterDesc {
+	one := func(i int) func(counts) uint64 { return func(c counts) uint64 { return c[i] } }
+	m := func(name, help string, v func(counts) uint64) msgCounterDesc {
+		return msgCounterDesc{prometheus.NewDesc(name, help, nil, nil), v}
+	}
+	return []msgCounterDesc{
+		m("rabbitmq_global_messages_received_total", "Messages published", one(cPublish)),
+		m("rabbitmq_global_messages_confirmed_total", "Messages confirmed to publishers", one(cConfirm)),
+		m("rabbitmq_global_messages_routed_total", "Messages routed to at least one queue",
+			func(c counts) uint64 { return c[cPublish] - c[cReturnUnroutable] - c[cDropUnroutable] }),
+		m("rabbitmq_global_messages_unroutable_returned_total", "Mandatory messages returned as unroutable", one(cReturnUnroutable)),
+		m("rabbitmq_global_messages_unroutable_dropped_total", "Unroutable messages dropped", one(cDropUnroutable)),
+		m("rabbitmq_global_messages_delivered_total", "Messages delivered to consumers or taken by basic.get",
+			func(c counts) uint64 { return c[cDeliver] + c[cDeliverNoAck] + c[cGet] + c[cGetNoAck] }),
+		m("rabbitmq_global_messages_delivered_consume_manual_ack_total", "Messages delivered to consumers that ack", one(cDeliver)),
+		m("rabbitmq_global_messages_delivered_consume_auto_ack_total", "Messages delivered to no-ack consumers", one(cDeliverNoAck)),
+		m("rabbitmq_global_messages_delivered_get_manual_ack_total", "Messages taken by basic.get with ack", one(cGet)),
+		m("rabbitmq_global_messages_delivered_get_auto_ack_total", "Messages taken by basic.get without ack", one(cGetNoAck)),
+		m("rabbitmq_global_messages_get_empty_total", "basic.get that found no message", one(cGetEmpty)),
+		m("rabbitmq_global_messages_redelivered_total", "Redelivered messages delivered or taken", one(cRedeliver)),
+		m("rabbitmq_global_messages_acknowledged_total", "Messages acknowledged", one(cAck)),
+	}
+}
+
+// fsyncHistogram turns the store's commit-duration counts into a
+// Prometheus histogram (cumulative buckets, in seconds).
+func fsyncHistogram(d *prometheus.Desc, st persist.Stats) prometheus.Metric {
+	buckets := map[float64]uint64{}
+	var cum uint64
+	for i, b := range persist.FsyncBounds() {
+		cum += st.Fsync.Counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	total := cum + st.Fsync.Counts[len(st.Fsync.Counts)-1]
+	return prometheus.MustNewConstHistogram(d, total, st.FsyncTotal.Seconds(), buckets)
 }
 
 func b2f(b bool) float64 {

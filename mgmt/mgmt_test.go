@@ -28,9 +28,16 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startWith(t, mgmt.Options{})
+}
+
+// startWith starts a broker and a management API with opts (Listen is set).
+func startWith(t *testing.T, opts mgmt.Options) *env {
+	t.Helper()
 	var b *server.Server
 	broker := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
-	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
+	opts.Listen = "127.0.0.1:0"
+	m := mgmt.New(b, opts)
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)
 	}

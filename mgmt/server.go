@@ -31,6 +31,9 @@ type Options struct {
 	Listen string
 	// Log receives request errors (default: disabled).
 	Log *zerolog.Logger
+	// StatsInterval is how often message rates are sampled (default 5 s,
+	// as RabbitMQ's collect_statistics_interval).
+	StatsInterval time.Duration
 }
 
 // Server is the management HTTP server of one broker.
@@ -42,11 +45,15 @@ type Server struct {
 	http    *http.Server
 	routes  []route
 	metrics http.Handler
+	sampler *sampler
 }
 
 // New returns a management server for broker; Listen opens its socket.
 func New(broker *server.Server, opts Options) *Server {
-	s := &Server{broker: broker, opts: opts}
+	if opts.StatsInterval <= 0 {
+		opts.StatsInterval = 5 * time.Second
+	}
+	s := &Server{broker: broker, opts: opts, sampler: newSampler(broker)}
 	if opts.Log != nil {
 		s.log = *opts.Log
 	} else {
@@ -57,7 +64,7 @@ func New(broker *server.Server, opts Options) *Server {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCollector(broker),
+		newCollector(broker, s.sampler),
 	)
 	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
@@ -87,6 +94,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("management API listening")
 	stopped := make(chan struct{})
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		s.sampler.run(sampleCtx, s.opts.StatsInterval)
+	}()
+	defer func() { stopSampling(); <-sampled }()
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()

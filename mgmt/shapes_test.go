@@ -27,11 +27,14 @@ var (
 	// Rates and counters from RabbitMQ's statistics database: Warren keeps
 	// no per-object event counters yet.
 	statsFields = []string{
-		"message_stats", "messages_details", "messages_ready_details", "messages_unacknowledged_details",
+		"messages_details", "messages_ready_details", "messages_unacknowledged_details",
 		"recv_oct", "recv_oct_details", "send_oct", "send_oct_details", "recv_cnt", "send_cnt", "send_pend",
 		"reductions", "reductions_details", "garbage_collection", "idle_since", "churn_rates",
 		"consumer_capacity", "consumer_utilisation", "statistics_db_event_queue", "sample_retention_policies",
 	}
+	// message_stats of exchanges, connections, channels and nodes: Warren counts
+	// messages per queue and per vhost only.
+	objectCounters = []string{"message_stats"}
 	// Erlang and RabbitMQ internals with no Warren counterpart.
 	erlangFields = []string{
 		"backing_queue_status", "recoverable_slaves", "erlang_full_version", "erlang_version",
@@ -53,6 +56,9 @@ func group(lists ...[]string) []string {
 var omitted = map[string][]string{
 	"overview":              group(statsFields, erlangFields),
 	"overview.queue_totals": statsFields,
+	// The message store's disk counters (Warren's store has its own,
+	// in /metrics).
+	"overview.message_stats": {"disk_reads", "disk_reads_details", "disk_writes", "disk_writes_details"},
 	// Erlang socket and web server options.
 	"overview.listeners": {"socket_opts"},
 	"overview.contexts":  {"ssl_opts", "cowboy_opts"},
@@ -60,7 +66,7 @@ var omitted = map[string][]string{
 	// The client's own properties are not kept by the connection yet (only
 	// its capabilities are); see docs/management.md.
 	"connection.client_properties": {"platform", "product", "version"},
-	"node": group(statsFields, erlangFields, []string{
+	"node": group(statsFields, objectCounters, erlangFields, []string{
 		// Erlang VM and Mnesia figures.
 		"applications", "cluster_links", "config_files", "context_switches", "context_switches_details",
 		"enabled_plugins", "gc_bytes_reclaimed", "gc_bytes_reclaimed_details", "gc_num", "gc_num_details",
@@ -87,18 +93,18 @@ var omitted = map[string][]string{
 	"whoami":     nil,
 	"permission": nil,
 	// Who declared an exchange is not recorded.
-	"exchange": group(statsFields, []string{"user_who_performed_action"}),
+	"exchange": group(statsFields, objectCounters, []string{"user_who_performed_action"}),
 	"queue": group(statsFields, erlangFields, []string{
 		// Byte counts of unacknowledged messages are not tracked apart.
 		"message_bytes", "message_bytes_persistent", "message_bytes_ram", "message_bytes_unacknowledged",
 		"messages_persistent", "messages_unacknowledged_ram",
 	}),
 	"binding": nil,
-	"connection": group(statsFields, tlsFields, []string{
+	"connection": group(statsFields, objectCounters, tlsFields, []string{
 		// Not recorded by the connection yet (see docs/management.md).
 		"auth_mechanism", "connected_at",
 	}),
-	"channel": group(statsFields, []string{
+	"channel": group(statsFields, objectCounters, []string{
 		// Reader-owned channel state, not readable from another goroutine
 		// yet (see docs/management.md).
 		"acks_uncommitted", "confirm", "messages_uncommitted", "messages_unconfirmed", "transactional",
@@ -242,15 +248,15 @@ func TestShapes(t *testing.T) {
 		warren map[string]any
 		nested []string
 	}{
-		{"overview", first(t, get("/api/overview"), nil), []string{"object_totals", "queue_totals", "listeners", "contexts", "exchange_types"}},
+		{"overview", first(t, get("/api/overview"), nil), []string{"object_totals", "queue_totals", "listeners", "contexts", "exchange_types", "message_stats"}},
 		{"node", first(t, get("/api/nodes"), nil), []string{"exchange_types", "auth_mechanisms", "contexts"}},
-		{"vhost", first(t, get("/api/vhosts"), nil), []string{"metadata"}},
+		{"vhost", first(t, get("/api/vhosts"), nil), []string{"metadata", "message_stats"}},
 		{"user", first(t, get("/api/users"), nil), nil},
 		{"whoami", first(t, get("/api/whoami"), nil), nil},
 		{"permission", first(t, get("/api/permissions"), nil), nil},
 		{"exchange", first(t, get("/api/exchanges/%2F/mgmt-capture-x"), nil), nil},
-		{"queue", first(t, get("/api/queues/%2F/mgmt-capture-q"), nil), []string{"consumer_details"}},
-		{"queue_list_item", first(t, get("/api/queues"), isQ), nil},
+		{"queue", first(t, get("/api/queues/%2F/mgmt-capture-q"), nil), []string{"consumer_details", "message_stats"}},
+		{"queue_list_item", first(t, get("/api/queues"), isQ), []string{"message_stats"}},
 		{"binding", first(t, get("/api/bindings/%2F"), isB), nil},
 		{"connection", first(t, get("/api/connections"), nil), []string{"client_properties"}},
 		{"channel", first(t, get("/api/channels"), nil), []string{"connection_details"}},

@@ -1,0 +1,271 @@
+package mgmt
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/server"
+)
+
+// message_stats: RabbitMQ's event counters and their rates. The broker
+// keeps the counters (one atomic add per event: queue/stats.go,
+// server/stats.go); the sampler here reads them every StatsInterval (5 s,
+// RabbitMQ's default collect_statistics_interval), computes each
+// counter's rate over the last interval, and carries the counts of deleted
+// queues and vhosts into their vhost's and the node's totals, so that
+// totals never go down.
+
+// The counters, in one array so that sums and rates are loops.
+const (
+	cPublish = iota
+	cConfirm
+	cReturnUnroutable
+	cDropUnroutable
+	cDeliver
+	cDeliverNoAck
+	cGet
+	cGetNoAck
+	cGetEmpty
+	cRedeliver
+	cAck
+	nCounters
+)
+
+// counterNames are RabbitMQ's message_stats field names.
+var counterNames = [nCounters]string{
+	"publish", "confirm", "return_unroutable", "drop_unroutable", "deliver", "deliver_no_ack",
+	"get", "get_no_ack", "get_empty", "redeliver", "ack",
+}
+
+// queueCounters are the counters a queue's message_stats carries (the
+// channel-level ones are the vhost's and the node's only).
+var queueCounters = []int{cPublish, cDeliver, cDeliverNoAck, cGet, cGetNoAck, cGetEmpty, cRedeliver, cAck}
+
+type counts [nCounters]uint64
+
+func (c *counts) add(o counts) {
+	for i := range c {
+		c[i] += o[i]
+	}
+}
+
+func (c *counts) addQueue(s queue.MessageStats) {
+	c[cPublish] += s.Publish
+	c[cDeliver] += s.Deliver
+	c[cDeliverNoAck] += s.DeliverNoAck
+	c[cGet] += s.Get
+	c[cGetNoAck] += s.GetNoAck
+	c[cGetEmpty] += s.GetEmpty
+	c[cRedeliver] += s.Redeliver
+	c[cAck] += s.Ack
+}
+
+// A vhost's publish is its channels' count, not the sum of its queues'
+// (one message routed to two queues is one publish).
+func vhostCounts(v server.VHostMessageStats) counts {
+	var c counts
+	c.addQueue(v.Queues)
+	c[cPublish] = v.Publish
+	c[cConfirm] = v.Confirm
+	c[cReturnUnroutable] = v.ReturnUnroutable
+	c[cDropUnroutable] = v.DropUnroutable
+	return c
+}
+
+func queueKey(vhost, name string) string { return vhost + "\x00" + name }
+
+// statsView is one reading: counts by queue, by vhost and for the node.
+type statsView struct {
+	queues map[string]counts
+	vhosts map[string]counts
+	node   counts
+}
+
+// sampler keeps what the counters alone cannot: the counts of queues and
+// vhosts that are gone, and the previous sample for rates.
+type sampler struct {
+	b *server.Server
+
+	mu        sync.Mutex
+	lastQ     map[string]counts // queue counts at the last reading
+	lastQV    map[string]string // queue key -> vhost
+	lastV     map[string]counts // vhost totals at the last reading
+	goneQ     map[string]counts // per vhost: counts of its deleted queues
+	goneV     counts            // counts of deleted vhosts
+	prev      *statsView        // the sample before the last
+	prevAt    time.Time
+	rates     statsRates
+	haveRates bool
+}
+
+type statsRates struct {
+	queues map[string][nCounters]float64
+	vhosts map[string][nCounters]float64
+	node   [nCounters]float64
+}
+
+func newSampler(b *server.Server) *sampler {
+	return &sampler{
+		b: b, lastQ: map[string]counts{}, lastQV: map[string]string{}, lastV: map[string]counts{},
+		goneQ: map[string]counts{},
+	}
+}
+
+// read takes a reading of every counter, folding deleted queues and vhosts
+// into the totals.
+func (sm *sampler) read() *statsView {
+	vs, qs := sm.b.MessageStats()
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	view := &statsView{queues: make(map[string]counts, len(qs)), vhosts: make(map[string]counts, len(vs))}
+	for _, q := range qs {
+		var c counts
+		c.addQueue(q.Stats)
+		view.queues[queueKey(q.VHost, q.Name)] = c
+	}
+	for k, c := range sm.lastQ {
+		if _, live := view.queues[k]; !live {
+			g := sm.goneQ[sm.lastQV[k]]
+			g.add(queueOnly(c))
+			sm.goneQ[sm.lastQV[k]] = g
+			delete(sm.lastQ, k)
+			delete(sm.lastQV, k)
+		}
+	}
+	for _, q := range qs {
+		k := queueKey(q.VHost, q.Name)
+		c := view.queues[k]
+		if last, ok := sm.lastQ[k]; ok && decreased(c, last) {
+			// Deleted and declared again since the last reading.
+			g := sm.goneQ[q.VHost]
+			g.add(queueOnly(last))
+			sm.goneQ[q.VHost] = g
+		}
+		sm.lastQ[k], sm.lastQV[k] = c, q.VHost
+	}
+	for _, v := range vs {
+		c := vhostCounts(v)
+		gone := sm.goneQ[v.VHost]
+		gone[cPublish] = 0 // a vhost's publish count is its channels'
+		c.add(gone)
+		view.vhosts[v.VHost] = c
+	}
+	for name, c := range sm.lastV {
+		if _, live := view.vhosts[name]; !live {
+			sm.goneV.add(c)
+			delete(sm.lastV, name)
+			delete(sm.goneQ, name)
+		}
+	}
+	view.node = sm.goneV
+	for name, c := range view.vhosts {
+		sm.lastV[name] = c
+		view.node.add(c)
+	}
+	return view
+}
+
+func decreased(c, last counts) bool {
+	for i := range c {
+		if c[i] < last[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// queueOnly keeps the queue-level counters of c.
+func queueOnly(c counts) counts {
+	var out counts
+	for _, i := range queueCounters {
+		out[i] = c[i]
+	}
+	return out
+}
+
+// sample takes a reading and computes the rates since the previous one.
+func (sm *sampler) sample(now time.Time) {
+	view := sm.read()
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if sm.prev != nil {
+		dt := now.Sub(sm.prevAt).Seconds()
+		if dt > 0 {
+			r := statsRates{queues: map[string][nCounters]float64{}, vhosts: map[string][nCounters]float64{}}
+			for k, c := range view.queues {
+				if p, ok := sm.prev.queues[k]; ok {
+					r.queues[k] = rate(c, p, dt)
+				}
+			}
+			for k, c := range view.vhosts {
+				if p, ok := sm.prev.vhosts[k]; ok {
+					r.vhosts[k] = rate(c, p, dt)
+				}
+			}
+			r.node = rate(view.node, sm.prev.node, dt)
+			sm.rates, sm.haveRates = r, true
+		}
+	}
+	sm.prev, sm.prevAt = view, now
+}
+
+func rate(cur, prev counts, dt float64) [nCounters]float64 {
+	var r [nCounters]float64
+	for i := range cur {
+		if cur[i] >= prev[i] {
+			r[i] = float64(cur[i]-prev[i]) / dt
+		}
+	}
+	return r
+}
+
+// run samples every interval until ctx is done.
+func (sm *sampler) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	sm.sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			sm.sample(now)
+		}
+	}
+}
+
+// currentRates returns the rates of the last interval.
+func (sm *sampler) currentRates() statsRates {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.rates
+}
+
+// messageStats renders counters and rates as RabbitMQ's message_stats
+// object: each counter, its "_details": {"rate": r}, and deliver_get
+// (deliver + deliver_no_ack + get + get_no_ack).
+func messageStats(c counts, r [nCounters]float64, which []int) map[string]any {
+	out := make(map[string]any, 2*len(which)+2)
+	for _, i := range which {
+		out[counterNames[i]] = c[i]
+		out[counterNames[i]+"_details"] = map[string]float64{"rate": round1(r[i])}
+	}
+	dg := c[cDeliver] + c[cDeliverNoAck] + c[cGet] + c[cGetNoAck]
+	dgr := r[cDeliver] + r[cDeliverNoAck] + r[cGet] + r[cGetNoAck]
+	out["deliver_get"] = dg
+	out["deliver_get_details"] = map[string]float64{"rate": round1(dgr)}
+	return out
+}
+
+// round1 rounds a rate to one decimal, as RabbitMQ shows them.
+func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// allCounters are the counters a vhost's and the node's message_stats carry.
+var allCounters = []int{cPublish, cConfirm, cReturnUnroutable, cDropUnroutable, cDeliver, cDeliverNoAck, cGet, cGetNoAck, cGetEmpty, cRedeliver, cAck}
+
+// stats reads the counters now, with the last interval's rates.
+func (s *Server) stats() (*statsView, statsRates) {
+	return s.sampler.read(), s.sampler.currentRates()
+}
