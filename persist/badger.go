@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -222,6 +223,42 @@ func (r badgerReader) scanFrom(prefix, start []byte, keysOnly bool, fn func(k, v
 		if err := fn(item.Key(), v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// getSorted walks one iterator over the keys (ascending, all of one kind:
+// the same first byte): a key right after the previous one is a step,
+// anything else a seek.
+func (r badgerReader) getSorted(keys [][]byte, fn func(i int, v []byte) error) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	o := badger.DefaultIteratorOptions
+	o.PrefetchValues = false
+	o.Prefix = keys[0][:1]
+	it := r.txn.NewIterator(o)
+	defer it.Close()
+	it.Seek(keys[0])
+	for i, k := range keys {
+		// A few steps forward before giving up and seeking.
+		for step := 0; it.Valid() && bytes.Compare(it.Item().Key(), k) < 0; step++ {
+			if step == 4 {
+				it.Seek(k)
+				break
+			}
+			it.Next()
+		}
+		if !it.Valid() {
+			return nil
+		}
+		if !bytes.Equal(it.Item().Key(), k) {
+			continue
+		}
+		if err := it.Item().Value(func(v []byte) error { return fn(i, v) }); err != nil {
+			return err
+		}
+		it.Next()
 	}
 	return nil
 }

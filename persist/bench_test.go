@@ -162,3 +162,43 @@ func BenchmarkConfirmWindow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScanQueue: a paged queue loading its backlog back, 1,024 entries
+// with their 1 KB bodies per scan, as a draining consumer makes it do.
+func BenchmarkScanQueue(b *testing.B) {
+	for _, kind := range []string{"badger", "memory"} {
+		b.Run(kind, func(b *testing.B) {
+			s := benchStore(b, kind)
+			q := benchQueue(b, s, "q")
+			body := make([]byte, 1024)
+			const n, chunk = 1 << 15, 1024
+			for lo := uint64(1); lo <= n; lo += chunk {
+				var pubs []persist.PublishOp
+				for id := lo; id < lo+chunk; id++ {
+					pubs = append(pubs, persist.PublishOp{MsgID: id, Msg: persist.MessageRecord{RoutingKey: "q", Body: body}, Entries: []persist.QueueSeq{{QueueID: q, Seq: id, MsgID: id}}})
+				}
+				if err := waitErr(func(d func(error)) { s.Atomic(pubs, nil, d) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			from := uint64(1)
+			for i := 0; i < b.N; i += chunk {
+				got := 0
+				err := s.ScanQueue(q, from, chunk, true, func(e persist.RecoveredEntry) error {
+					got++
+					from = e.Seq + 1
+					return nil
+				})
+				if err != nil || got == 0 {
+					b.Fatalf("scan from %d: %d entries, %v", from, got, err)
+				}
+				if from > n {
+					from = 1
+				}
+			}
+		})
+	}
+}
