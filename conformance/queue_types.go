@@ -75,3 +75,65 @@ func init() {
 		}})
 	}
 }
+
+func init() {
+	register(
+		Case{
+			// Quorum queues count returns in the x-delivery-count header,
+			// from 0 on the first delivery.
+			Name: "queue-type/quorum-delivery-count-header",
+			Run: func(t T, tg Target) {
+				_, ch := clDialChan(t, tg)
+				q := clUniq("qq")
+				clCleanupQueue(t, tg, q)
+				if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+					t.Fatalf("declare: %v", err)
+				}
+				clPublish(t, ch, "", q, amqp.Publishing{Body: []byte("m"), Headers: amqp.Table{"own": "kept"}})
+				for want := int64(0); want < 3; want++ {
+					d := clGetWait(t, ch, q, false)
+					if got, ok := d.Headers["x-delivery-count"]; !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Fatalf("delivery %d: x-delivery-count %v (%T), want %d", want, got, got, want)
+					}
+					if d.Headers["own"] != "kept" || d.Redelivered != (want > 0) {
+						t.Fatalf("delivery %d: headers %v redelivered %v", want, d.Headers, d.Redelivered)
+					}
+					if err := d.Nack(false, true); err != nil {
+						t.Fatalf("nack: %v", err)
+					}
+				}
+			},
+		},
+		Case{
+			// A message returned more often than x-delivery-limit is
+			// dead-lettered with reason delivery_limit, without the count.
+			Name: "queue-type/quorum-delivery-limit-dead-letters",
+			Run: func(t T, tg Target) {
+				_, ch := clDialChan(t, tg)
+				dlq := clDeclareQueue(t, tg, ch, "dlq", nil)
+				q := clUniq("qq")
+				clCleanupQueue(t, tg, q)
+				args := amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(1),
+					"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}
+				if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
+					t.Fatalf("declare: %v", err)
+				}
+				clPublish(t, ch, "", q, clBody("m"))
+				for range 2 {
+					d := clGetWait(t, ch, q, false)
+					if err := d.Nack(false, true); err != nil {
+						t.Fatalf("nack: %v", err)
+					}
+				}
+				d := clGetWait(t, ch, dlq, true)
+				if _, has := d.Headers["x-delivery-count"]; has {
+					t.Errorf("dead-lettered message kept x-delivery-count: %v", d.Headers)
+				}
+				if d.Headers["x-first-death-reason"] != "delivery_limit" {
+					t.Fatalf("x-first-death-reason %v, want delivery_limit", d.Headers["x-first-death-reason"])
+				}
+				clGetEmpty(t, ch, q)
+			},
+		},
+	)
+}

@@ -37,6 +37,10 @@ type Limits struct {
 	// SingleActive is x-single-active-consumer: only the first consumer
 	// gets messages; the next takes over when it goes.
 	SingleActive bool
+	// DeliveryLimit is x-delivery-limit (quorum queues): a message returned
+	// more often than this is dropped or dead-lettered (delivery_limit).
+	DeliveryLimit    int64
+	HasDeliveryLimit bool
 }
 
 // ArgError is an invalid x-argument. RabbitMQ closes the channel with 406
@@ -116,6 +120,11 @@ func ParseArgs(args map[string]any) (Limits, error) {
 				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
 			}
 			l.SingleActive = b
+		case "x-delivery-limit":
+			// RabbitMQ does not check the value; a non-integer means none.
+			if n, err := intArg(k, v, 0, math.MaxInt64); err == nil {
+				l.DeliveryLimit, l.HasDeliveryLimit = n, true
+			}
 		case "x-dead-letter-exchange":
 			s, ok := v.(string)
 			if !ok {

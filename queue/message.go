@@ -38,6 +38,9 @@ type Entry struct {
 	Seq         uint64
 	Msg         *Message
 	Redelivered bool
+	// Returns counts how often the entry came back to the queue unsettled;
+	// quorum queues report it as x-delivery-count.
+	Returns uint32
 	// Expires is when the entry expires, in Unix nanoseconds; 0 = never.
 	Expires int64
 }

@@ -60,8 +60,10 @@ type Reason string
 // Dead-letter reasons.
 const (
 	Rejected Reason = "rejected"
-	Expired  Reason = "expired"
-	MaxLen   Reason = "maxlen"
+	// DeliveryLimit: returned more often than x-delivery-limit allows.
+	DeliveryLimit Reason = "delivery_limit"
+	Expired       Reason = "expired"
+	MaxLen        Reason = "maxlen"
 )
 
 // Dead is a message leaving a queue other than by acknowledgement.
@@ -108,6 +110,9 @@ type Queue struct {
 	limits Limits
 	hooks  Hooks
 	now    func() time.Time
+	// countDeliveries: a quorum queue, whose deliveries carry
+	// x-delivery-count. Set at creation, never changed.
+	countDeliveries bool
 
 	mu          sync.Mutex
 	backlog     Backlog
@@ -143,12 +148,17 @@ func New(d Decl, o Options) *Queue {
 		o.Now = time.Now
 	}
 	q := &Queue{Decl: d, limits: o.Limits, hooks: o.Hooks, now: o.Now, backlog: o.Backlog}
+	q.countDeliveries = d.Args["x-queue-type"] == "quorum"
 	q.lastUsed = q.now()
 	if q.limits.Expires > 0 {
 		q.expTimer = time.AfterFunc(q.limits.Expires, q.expireCheck)
 	}
 	return q
 }
+
+// CountsDeliveries reports whether deliveries carry x-delivery-count, as
+// RabbitMQ's quorum queues do.
+func (q *Queue) CountsDeliveries() bool { return q.countDeliveries }
 
 // Limits returns the limits the queue was created with.
 func (q *Queue) Limits() Limits {
@@ -527,6 +537,11 @@ func (q *Queue) Requeue(entries []Entry) {
 	if !q.deleted {
 		for _, e := range entries {
 			e.Redelivered = true
+			e.Returns++
+			if q.limits.HasDeliveryLimit && int64(e.Returns) > q.limits.DeliveryLimit {
+				q.drop(e, DeliveryLimit)
+				continue
+			}
 			q.backlog.Requeue(e)
 		}
 		q.dropExpired(q.now())

@@ -194,7 +194,7 @@ func (ch *channel) publish(p *publishing) error {
 		ch.route(p, nil)
 		return nil
 	}
-	v.stats.confirm.Add(1) // each publish in confirm mode gets one basic.ack or basic.nack
+	v.stats.confirmed(ch.c.id)
 	pc := &pendingConfirm{seq: ch.confirms.Next(), confirms: ch.confirms}
 	pc.n.Store(2) // the store's write (or its absence) and the enqueue
 	if dropped := ch.route(p, pc.storeDone); dropped {
@@ -260,7 +260,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	s := v.routeMessage(m.Exchange, m.RoutingKey, p.props)
 	defer v.releaseScratch(s)
 	routed, dropped := v.deliver(msg, s.queues, done)
-	v.stats.routed(routed, m.Mandatory)
+	v.stats.routed(ch.c.id, routed, m.Mandatory)
 	if s.found && !routed && m.Mandatory {
 		ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
 			ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
@@ -296,7 +296,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	err = ch.c.out.sendContent(ch.id, &amqp.BasicGetOk{
 		DeliveryTag: tag, Redelivered: e.Redelivered, Exchange: e.Msg.Exchange,
 		RoutingKey: e.Msg.RoutingKey, MessageCount: uint32(remaining),
-	}, e.Msg.Props, e.Msg.Body, ch.c.frameMax)
+	}, deliveryProps(q, e), e.Msg.Body, ch.c.frameMax)
 	ch.mu.Unlock()
 	if m.NoAck {
 		q.Settle(1)
@@ -441,7 +441,7 @@ func (ch *channel) txCommit() error {
 	}
 	for _, r := range routedPubs {
 		routed, _ := v.enqueue(r.msg, r.queues, r.entries)
-		v.stats.routed(routed, r.p.method.Mandatory)
+		v.stats.routed(ch.c.id, routed, r.p.method.Mandatory)
 		if r.found && !routed && r.p.method.Mandatory {
 			ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
 				ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: r.p.method.Exchange, RoutingKey: r.p.method.RoutingKey,

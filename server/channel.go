@@ -107,7 +107,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		Redelivered: e.Redelivered,
 		Exchange:    m.Exchange,
 		RoutingKey:  m.RoutingKey,
-	}, m.Props, m.Body, ch.c.frameMax)
+	}, deliveryProps(q, e), m.Body, ch.c.frameMax)
 	if err != nil {
 		ch.nextTag--
 		return queue.Refused
