@@ -9,25 +9,53 @@ import (
 // vhostStats are a vhost's channel-level message_stats counters (RabbitMQ's
 // publish, confirm, return_unroutable, drop_unroutable); the queue-level
 // ones (deliver, get, ack, ...) are kept per queue (queue/stats.go) and
-// summed. Each event costs one or two atomic adds.
+// summed. Each event costs one or two atomic adds, on one of statShards
+// cache-line-sized shards chosen by connection id, so that publishers on
+// different connections do not contend for one counter.
 type vhostStats struct {
+	shards [statShards]statShard
+}
+
+const statShards = 16
+
+type statShard struct {
 	publish          atomic.Uint64
 	confirm          atomic.Uint64
 	returnUnroutable atomic.Uint64
 	dropUnroutable   atomic.Uint64
+	_                [32]byte // pad to a 64-byte cache line
 }
 
-// routed counts a publish that reached queues or not; an unroutable one is
-// returned when it was mandatory, else dropped.
-func (st *vhostStats) routed(routed, mandatory bool) {
-	st.publish.Add(1)
+func (st *vhostStats) shard(conn uint64) *statShard { return &st.shards[conn%statShards] }
+
+// routed counts a publish on connection conn that reached queues or not;
+// an unroutable one is returned when it was mandatory, else dropped.
+func (st *vhostStats) routed(conn uint64, routed, mandatory bool) {
+	sh := st.shard(conn)
+	sh.publish.Add(1)
 	switch {
 	case routed:
 	case mandatory:
-		st.returnUnroutable.Add(1)
+		sh.returnUnroutable.Add(1)
 	default:
-		st.dropUnroutable.Add(1)
+		sh.dropUnroutable.Add(1)
 	}
+}
+
+// confirmed counts a publish in confirm mode: each gets one basic.ack or
+// basic.nack.
+func (st *vhostStats) confirmed(conn uint64) { st.shard(conn).confirm.Add(1) }
+
+// load sums the shards.
+func (st *vhostStats) load() (m VHostMessageStats) {
+	for i := range st.shards {
+		sh := &st.shards[i]
+		m.Publish += sh.publish.Load()
+		m.Confirm += sh.confirm.Load()
+		m.ReturnUnroutable += sh.returnUnroutable.Load()
+		m.DropUnroutable += sh.dropUnroutable.Load()
+	}
+	return m
 }
 
 // VHostMessageStats are a vhost's counters at one moment: its
@@ -52,10 +80,8 @@ func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 	var vout []VHostMessageStats
 	var qout []QueueMessageStats
 	for _, v := range vs {
-		vm := VHostMessageStats{
-			VHost: v.name, Publish: v.stats.publish.Load(), Confirm: v.stats.confirm.Load(),
-			ReturnUnroutable: v.stats.returnUnroutable.Load(), DropUnroutable: v.stats.dropUnroutable.Load(),
-		}
+		vm := v.stats.load()
+		vm.VHost = v.name
 		for _, q := range v.queueList() {
 			qs := q.MessageStats()
 			vm.Queues.Add(qs)
