@@ -296,7 +296,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	err = ch.c.out.sendContent(ch.id, &amqp.BasicGetOk{
 		DeliveryTag: tag, Redelivered: e.Redelivered, Exchange: e.Msg.Exchange,
 		RoutingKey: e.Msg.RoutingKey, MessageCount: uint32(remaining),
-	}, e.Msg.Props, e.Msg.Body, ch.c.frameMax)
+	}, deliveryProps(q, e), e.Msg.Body, ch.c.frameMax)
 	ch.mu.Unlock()
 	if m.NoAck {
 		q.Settle(1)
