@@ -321,6 +321,9 @@ func (s *engine) apply(txn kvTxn, o *op) error {
 	case opPublish:
 		return s.applyPublish(txn, o.msgID, &o.msg, o.qs)
 	case opSettle:
+		if done, err := s.settleSorted(txn, o.qs); done || err != nil {
+			return err
+		}
 		for _, e := range o.qs {
 			if e.QueueID == skipped {
 				continue
@@ -417,6 +420,74 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 	s.txnStats.entries += uint64(n)
 	s.txnMaxID = max(s.txnMaxID, msgID)
 	return nil
+}
+
+// settleSortedMin is the run of settled entries from which settleSorted
+// reads them through one iterator rather than one lookup each.
+const settleSortedMin = 16
+
+// settleSorted settles entries as settleOne does, but finds them through
+// one iterator of the transaction (which sees its earlier writes), a step
+// per consecutive key: a consumer's acks and a paged queue's loaded slice
+// are runs of consecutive entries. It does nothing and reports false
+// unless the entries are at least settleSortedMin, in strictly ascending
+// order, and the backend can iterate.
+func (s *engine) settleSorted(txn kvTxn, qs []QueueSeq) (bool, error) {
+	sg, ok := txn.(sortedGetter)
+	if !ok || len(qs) < settleSortedMin {
+		return false, nil
+	}
+	var last entryRef
+	n := 0
+	for _, e := range qs {
+		if e.QueueID == skipped {
+			continue
+		}
+		r := entryRef{e.QueueID, e.Seq}
+		if n > 0 && (r.queueID < last.queueID || r.queueID == last.queueID && r.seq <= last.seq) {
+			return false, nil
+		}
+		last = r
+		n++
+	}
+	if n < settleSortedMin {
+		return false, nil
+	}
+	keys := make([][]byte, 0, n)
+	for _, e := range qs {
+		if e.QueueID != skipped {
+			keys = append(keys, appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq))
+		}
+	}
+	type found struct {
+		key   []byte
+		msgID uint64
+		ok    bool
+	}
+	hits := make([]found, 0, n)
+	err := sg.getSorted(keys, func(i int, v []byte) error {
+		id, _, ok := parseEntryVal(v)
+		hits = append(hits, found{keys[i], id, ok})
+		return nil
+	})
+	if err != nil {
+		return true, err
+	}
+	for _, h := range hits {
+		if err := txn.del(h.key); err != nil {
+			return true, err
+		}
+		s.txnStats.settled++
+		if !h.ok {
+			_, seq, _ := parseEntryKey(h.key)
+			s.log("persist: corrupt entry %x (seq %d) removed", h.key, seq)
+			continue
+		}
+		if err := s.unref(txn, h.msgID); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 // settleOne removes one entry if present and the body with its last entry.
