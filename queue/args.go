@@ -145,31 +145,39 @@ func ParseArgs(args map[string]any) (Limits, error) {
 	return l, nil
 }
 
-func intArg(name string, v any, lo, hi int64) (int64, error) {
-	var n int64
+// IntValue widens an integer field value of any width to int64; ok is
+// false for other types and for a uint64 above the int64 range. RabbitMQ
+// compares and checks integer arguments by value, whatever their width.
+func IntValue(v any) (n int64, ok bool) {
 	switch x := v.(type) {
 	case int8:
-		n = int64(x)
+		return int64(x), true
 	case uint8:
-		n = int64(x)
+		return int64(x), true
 	case int16:
-		n = int64(x)
+		return int64(x), true
 	case uint16:
-		n = int64(x)
+		return int64(x), true
 	case int32:
-		n = int64(x)
+		return int64(x), true
 	case uint32:
-		n = int64(x)
+		return int64(x), true
 	case int64:
-		n = x
+		return x, true
 	case int:
-		n = int64(x)
+		return int64(x), true
 	case uint64:
-		if x > math.MaxInt64 {
+		return int64(x), x <= math.MaxInt64
+	}
+	return 0, false
+}
+
+func intArg(name string, v any, lo, hi int64) (int64, error) {
+	n, ok := IntValue(v)
+	if !ok {
+		if x, big := v.(uint64); big {
 			return 0, &ArgError{name, fmt.Sprintf("{value_too_large,%d}", x)}
 		}
-		n = int64(x)
-	default:
 		return 0, &ArgError{name, fmt.Sprintf("\"expected integer, got %s\"", typeName(v))}
 	}
 	if n < lo {

@@ -172,23 +172,8 @@ func queueDifference(have, got queue.Decl) (arg string, g, h any) {
 // normalizeArg makes integer arguments of different widths compare equal,
 // as RabbitMQ compares numbers by value.
 func normalizeArg(v any) any {
-	switch n := v.(type) {
-	case int8:
-		return int64(n)
-	case uint8:
-		return int64(n)
-	case int16:
-		return int64(n)
-	case uint16:
-		return int64(n)
-	case int32:
-		return int64(n)
-	case uint32:
-		return int64(n)
-	case int:
-		return int64(n)
-	case uint64:
-		return int64(n)
+	if n, ok := queue.IntValue(v); ok {
+		return n
 	}
 	return v
 }
