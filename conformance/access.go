@@ -183,6 +183,28 @@ func init() {
 			}
 		}),
 
+		acCase("user-delete-closes-connections", func(t T, tg Target) {
+			utg, user := acUser(t, tg, []string{".*", ".*", ".*"})
+			conn := clDial(t, utg)
+			closes := conn.NotifyClose(make(chan *amqp.Error, 1))
+			if err := tg.Admin.DeleteUser(user); err != nil {
+				t.Fatalf("delete user: %v", err)
+			}
+			e := <-closes
+			if want := fmt.Sprintf("CONNECTION_FORCED - user '%s' is deleted", user); e == nil || e.Code != 320 || e.Reason != want {
+				t.Fatalf("connection of a deleted user closed with %v, want 320 %q", e, want)
+			}
+		}),
+		acCase("permissions-cleared-keeps-connection-refuses-next-method", func(t T, tg Target) {
+			utg, user := acUser(t, tg, []string{".*", ".*", ".*"})
+			conn, ch := clDialChan(t, utg)
+			if err := tg.Admin.SetPermissions(acVHost(tg), user, "^nothing$", "^nothing$", "^nothing$"); err != nil {
+				t.Fatalf("set permissions: %v", err)
+			}
+			q := clUniq("q")
+			_, err := ch.QueueDeclare(q, false, true, true, false, nil)
+			acExpectRefused(t, conn, err, "configure", "queue", q, acVHost(tg), user)
+		}),
 		acCase("queue-declare-needs-configure", func(t T, tg Target) {
 			utg, user := acUser(t, tg, []string{"^allowed-", ".*", ".*"})
 			conn, ch := clDialChan(t, utg)

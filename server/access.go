@@ -95,17 +95,7 @@ func (s *Server) DeleteVHost(name string) error {
 	if v == nil {
 		return nil
 	}
-	s.connsMu.Lock()
-	var conns []*conn
-	for c := range s.conns {
-		if info := c.info.Load(); info != nil && info.VHost == name {
-			conns = append(conns, c)
-		}
-	}
-	s.connsMu.Unlock()
-	for _, c := range conns {
-		c.forceClose(fmt.Sprintf("vhost '%s' is deleted", name))
-	}
+	s.closeConns(func(info *connInfo) bool { return info.VHost == name }, fmt.Sprintf("vhost '%s' is deleted", name))
 	v.mu.Lock()
 	queues := slices.Collect(maps.Values(v.queues))
 	v.mu.Unlock()
@@ -126,9 +116,32 @@ func (s *Server) DeleteVHost(name string) error {
 	return nil
 }
 
-// DeleteUser removes a user and its permissions. Its open connections
-// stay, as in RabbitMQ.
-func (s *Server) DeleteUser(name string) error { return s.auth.DeleteUser(name) }
+// DeleteUser removes a user and its permissions, and closes its
+// connections with 320 CONNECTION_FORCED, as RabbitMQ does.
+func (s *Server) DeleteUser(name string) error {
+	if err := s.auth.DeleteUser(name); err != nil {
+		return err
+	}
+	s.closeConns(func(info *connInfo) bool { return info.User == name }, fmt.Sprintf("user '%s' is deleted", name))
+	s.log.Info().Str("user", name).Msg("user deleted")
+	return nil
+}
+
+// closeConns force-closes every open connection whose negotiated state
+// matches.
+func (s *Server) closeConns(match func(*connInfo) bool, reason string) {
+	s.connsMu.Lock()
+	var conns []*conn
+	for c := range s.conns {
+		if info := c.info.Load(); info != nil && match(info) {
+			conns = append(conns, c)
+		}
+	}
+	s.connsMu.Unlock()
+	for _, c := range conns {
+		c.forceClose(reason)
+	}
+}
 
 // isLoopback reports whether addr is a loopback address.
 func isLoopback(addr net.Addr) bool {
