@@ -489,7 +489,7 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {
 			if nack {
 				out.sendMethod(id, &amqp.BasicNack{DeliveryTag: tag, Multiple: multiple})
 			} else {
-				out.sendMethod(id, &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
+				out.sendAck(id, tag, multiple) // coalesces with an unsent ack
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"net"
 	"sync"
 	"time"
@@ -16,18 +17,58 @@ const outHighWater = 1 << 20
 // only the writer goroutine touches the socket, flushing everything queued
 // in one write.
 type outbox struct {
-	mu      sync.Mutex
-	buf     []byte
-	full    bool // buf passed outHighWater; the writer kicks consumers when it drains
-	closed  bool
-	wrote   bool // something was queued since the last heartbeat tick
+	mu     sync.Mutex
+	buf    []byte
+	full   bool // buf passed outHighWater; the writer kicks consumers when it drains
+	closed bool
+	wrote  bool // something was queued since the last heartbeat tick
+	// ackAt is where the last basic.ack that sendAck queued starts in buf
+	// (-1: none since the writer took the buffer); ackCh is its channel.
+	ackAt   int
+	ackCh   uint16
 	wake    chan struct{}
 	room    chan struct{} // signalled after each write, for waitRoom
 	flushed chan struct{} // closed when the writer has exited
 }
 
 func newOutbox() *outbox {
-	return &outbox{wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
+	return &outbox{ackAt: -1, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
+}
+
+// ackFrameLen is the size of a basic.ack frame: header, class and method
+// ids, delivery tag, flags, frame end.
+const ackFrameLen = amqp.FrameHeaderSize + 4 + 8 + 1 + 1
+
+// sendAck queues a publisher confirm (basic.ack). When the last frame
+// queued and not yet written is a basic.ack of the same channel, it becomes
+// one ack of both with multiple set instead: confirms go out in publish
+// order (ack.Confirms), so every tag up to the new one is then settled, and
+// a nack or any other frame in between would not be the last frame. A
+// group commit that confirms a whole batch thus costs the client one frame.
+func (o *outbox) sendAck(channel uint16, tag uint64, multiple bool) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return net.ErrClosed
+	}
+	if at := o.ackAt; at >= 0 && o.ackCh == channel && at+ackFrameLen == len(o.buf) {
+		f := o.buf[at:]
+		if prev := binary.BigEndian.Uint64(f[amqp.FrameHeaderSize+4:]); tag > prev {
+			binary.BigEndian.PutUint64(f[amqp.FrameHeaderSize+4:], tag)
+			f[amqp.FrameHeaderSize+12] = 1 // multiple
+			return nil
+		}
+	}
+	at := len(o.buf)
+	buf, err := amqp.AppendMethodFrame(o.buf, channel, &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
+	if err != nil {
+		return err
+	}
+	o.buf = buf
+	o.ackAt, o.ackCh = at, channel
+	o.wrote = true
+	o.signal()
+	return nil
 }
 
 func (o *outbox) signal() {
@@ -124,7 +165,7 @@ func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained 
 		}
 		o.mu.Lock()
 		buf, wasFull, closed := o.buf, o.full, o.closed
-		o.buf, o.full = spare[:0], false
+		o.buf, o.full, o.ackAt = spare[:0], false, -1
 		o.mu.Unlock()
 		if len(buf) > 0 {
 			nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
