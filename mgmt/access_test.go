@@ -120,6 +120,11 @@ func TestUsersAndPermissions(t *testing.T) {
 	if len(list) != 1 || list[0]["name"] != "alice-q" {
 		t.Fatalf("alice's queues = %v", list)
 	}
+	var ov map[string]any
+	json.Unmarshal(e.expectAs("alice", "pw", "GET", "/api/overview", nil, 200), &ov)
+	if n := ov["object_totals"].(map[string]any)["queues"]; n != 1.0 {
+		t.Fatalf("alice's overview counts queues of vhosts she cannot see: %v", ov["object_totals"])
+	}
 	e.expect("PUT", "/api/queues/shop/other", map[string]any{}, 201)
 	errorIs(t, e.expectAs("alice", "pw", "DELETE", "/api/queues/shop/other", nil, 401), "not_authorised", "Access refused.")
 	errorIs(t, e.expectAs("alice", "pw", "DELETE", "/api/queues/shop/other/contents", nil, 401), "not_authorised", "Access refused.")

@@ -120,7 +120,52 @@ func (s *Server) apiRoutes() []route {
 	}
 }
 
-func (s *Server) getOverview(q *request) error { return q.reply(s.overview()) }
+func (s *Server) getOverview(q *request) error {
+	o := s.overview()
+	if !isMonitor(q.u) {
+		s.restrictOverview(q, &o)
+	}
+	return q.reply(o)
+}
+
+// restrictOverview limits the totals to what a management or policymaker
+// user sees, as RabbitMQ does: the vhosts it has permissions in and its
+// own connections and channels.
+func (s *Server) restrictOverview(q *request, o *overviewJSON) {
+	db := s.broker.Auth()
+	o.ObjectTotals, o.QueueTotals = objectTotalsJSON{}, queueTotalsJSON{}
+	view, rates := s.stats()
+	var c counts
+	var r [nCounters]float64
+	for _, v := range s.broker.VHostNames() {
+		if !db.CanAccessVHost(q.u.Name, v) {
+			continue
+		}
+		if xs, err := s.broker.Exchanges(v); err == nil {
+			o.ObjectTotals.Exchanges += len(xs)
+		}
+		if qs, err := s.broker.Queues(v); err == nil {
+			for _, qi := range qs {
+				o.ObjectTotals.Queues++
+				o.ObjectTotals.Consumers += qi.Consumers
+				o.QueueTotals.MessagesReady += qi.Ready
+				o.QueueTotals.MessagesUnacknowledged += qi.Unacked
+			}
+		}
+		c.add(view.vhosts[v])
+		for i, x := range rates.vhosts[v] {
+			r[i] += x
+		}
+	}
+	o.QueueTotals.Messages = o.QueueTotals.MessagesReady + o.QueueTotals.MessagesUnacknowledged
+	for _, conn := range s.broker.Connections() {
+		if conn.User == q.u.Name {
+			o.ObjectTotals.Connections++
+			o.ObjectTotals.Channels += conn.Channels
+		}
+	}
+	o.MessageStats = messageStats(c, r, allCounters)
+}
 
 func (s *Server) getNodes(q *request) error { return q.reply([]nodeJSON{s.nodeInfo()}) }
 
