@@ -27,6 +27,7 @@ func BenchmarkPublishRouteDeliver(b *testing.B) {
 			pub, _ := net.Pipe()
 			c := newConn(srv, pub)
 			c.vhost = v
+			c.user = "guest" // the default user, allowed everything on /
 			c.frameMax = 131072
 			ch := newChannel(c, 1)
 			c.channels[1] = ch
