@@ -203,7 +203,7 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		if err := c.out.waitRoom(outMaxBuffered, c.quit); err != nil {
+		if err := c.out.waitRoom(c.srv.outMaxBuffered, c.quit); err != nil {
 			return err
 		}
 		if err := c.handleFrame(f); err != nil {
@@ -299,12 +299,19 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 }
 
 func (c *conn) handleConnectionMethod(m amqp.Method) error {
-	switch m.(type) {
+	switch m := m.(type) {
 	case *amqp.ConnectionClose:
 		c.cleanupChannels()
 		c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
 		c.drainAfterClose()
 		return errClosed
+	case *amqp.ConnectionUpdateSecret:
+		// RabbitMQ asks each auth backend whose state can expire (OAuth 2)
+		// to take the new secret; the internal backend's cannot, so the
+		// secret is not checked and the answer is always update-secret-ok.
+		c.log.Info().Str("reason", m.Reason).Msg("connection secret updated")
+		c.out.sendMethod(0, &amqp.ConnectionUpdateSecretOk{})
+		return nil
 	}
 	// Everything else, handshake methods again included, is out of place
 	// once the connection is open.

@@ -95,8 +95,8 @@ func (c *conn) unackedChanged(delta int) {
 // buffer before its reader stops taking frames: a client that sends
 // requests without reading the replies is paced to its own reading speed
 // instead of growing the broker's memory. Deliveries stop earlier, at
-// outHighWater.
-var outMaxBuffered = 16 << 20
+// outHighWater. Server.outMaxBuffered starts with it (tests lower it).
+const outMaxBuffered = 16 << 20
 
 // waitRoom blocks while more than limit bytes wait to be written, until
 // the writer makes room, the outbox closes or quit is closed.

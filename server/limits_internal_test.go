@@ -217,10 +217,8 @@ func TestUnackedCapPerConnection(t *testing.T) {
 // never reads replies cannot grow the broker's outbound buffer past the
 // bound: the reader stops taking frames instead.
 func TestOutboundBufferBounded(t *testing.T) {
-	old := outMaxBuffered
-	outMaxBuffered = 64 << 10
-	defer func() { outMaxBuffered = old }()
 	s := newTestServer(t, Config{})
+	s.outMaxBuffered = 64 << 10
 	client, srvEnd := net.Pipe()
 	s.startConn(remotePipe{Conn: srvEnd, addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}})
 	// Handshake by hand, then flood channel 1 with queue.declare.
@@ -270,11 +268,11 @@ func TestOutboundBufferBounded(t *testing.T) {
 	buffered := len(c.out.buf)
 	c.out.mu.Unlock()
 	replySize := len(must(amqp.AppendMethodFrame(nil, 1, &amqp.QueueDeclareOk{Queue: "flood"})))
-	if n*replySize < outMaxBuffered {
+	if n*replySize < s.outMaxBuffered {
 		t.Fatalf("the broker stopped reading after %d requests (%d reply bytes), below the bound", n, n*replySize)
 	}
-	if buffered > outMaxBuffered+replySize {
-		t.Fatalf("%d bytes buffered for a client that does not read, bound %d", buffered, outMaxBuffered)
+	if buffered > s.outMaxBuffered+replySize {
+		t.Fatalf("%d bytes buffered for a client that does not read, bound %d", buffered, s.outMaxBuffered)
 	}
 	// Reading resumes the flow.
 	go io.Copy(io.Discard, r)

@@ -43,6 +43,8 @@ type Server struct {
 
 	auth    *auth.DB // users, vhost records, permissions, limits
 	refused refusedLog
+	// outMaxBuffered bounds a connection's unsent bytes (see limits.go).
+	outMaxBuffered int
 
 	alarms *alarmState
 
@@ -69,6 +71,8 @@ func New(cfg Config) (*Server, error) {
 		conns:   map[*conn]struct{}{},
 		replyTo: map[string]*consumer{},
 		tlsCfg:  tlsCfg,
+
+		outMaxBuffered: outMaxBuffered,
 	}
 	if cfg.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
