@@ -13,7 +13,7 @@ import (
 func TestMethodNamesAndIDs(t *testing.T) {
 	want := strings.Fields(`ConnectionStart ConnectionStartOk ConnectionSecure ConnectionSecureOk
 		ConnectionTune ConnectionTuneOk ConnectionOpen ConnectionOpenOk ConnectionClose ConnectionCloseOk
-		ConnectionBlocked ConnectionUnblocked ChannelOpen ChannelOpenOk ChannelFlow ChannelFlowOk
+		ConnectionBlocked ConnectionUnblocked ConnectionUpdateSecret ConnectionUpdateSecretOk ChannelOpen ChannelOpenOk ChannelFlow ChannelFlowOk
 		ChannelClose ChannelCloseOk AccessRequest AccessRequestOk ExchangeDeclare ExchangeDeclareOk ExchangeDelete ExchangeDeleteOk
 		ExchangeBind ExchangeBindOk ExchangeUnbind ExchangeUnbindOk QueueDeclare QueueDeclareOk QueueBind
 		QueueBindOk QueuePurge QueuePurgeOk QueueDelete QueueDeleteOk QueueUnbind QueueUnbindOk BasicQos

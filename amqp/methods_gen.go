@@ -343,6 +343,52 @@ func (*ConnectionUnblocked) AppendArgs(dst []byte) ([]byte, error) {
 
 func (*ConnectionUnblocked) decodeArgs(b []byte) error { return noArgs(b) }
 
+// ConnectionUpdateSecret is connection.update-secret (class 10, method 70).
+type ConnectionUpdateSecret struct {
+	NewSecret string // new-secret longstr
+	Reason    string // reason shortstr
+}
+
+func (*ConnectionUpdateSecret) ClassID() uint16   { return 10 }
+func (*ConnectionUpdateSecret) MethodID() uint16  { return 70 }
+func (*ConnectionUpdateSecret) Name() string      { return "connection.update-secret" }
+func (*ConnectionUpdateSecret) HasContent() bool  { return false }
+func (*ConnectionUpdateSecret) Synchronous() bool { return false }
+
+func (m *ConnectionUpdateSecret) AppendArgs(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = appendLongstr(dst, m.NewSecret); err != nil {
+		return dst, fieldErr("connection.update-secret.new-secret", err)
+	}
+	if dst, err = appendShortstr(dst, m.Reason); err != nil {
+		return dst, fieldErr("connection.update-secret.reason", err)
+	}
+	return dst, nil
+}
+
+func (m *ConnectionUpdateSecret) decodeArgs(b []byte) error {
+	d := decoder{b: b}
+	m.NewSecret = d.longstr()
+	m.Reason = d.shortstr()
+	return d.finish()
+}
+
+// ConnectionUpdateSecretOk is connection.update-secret-ok (class 10, method 71).
+type ConnectionUpdateSecretOk struct {
+}
+
+func (*ConnectionUpdateSecretOk) ClassID() uint16   { return 10 }
+func (*ConnectionUpdateSecretOk) MethodID() uint16  { return 71 }
+func (*ConnectionUpdateSecretOk) Name() string      { return "connection.update-secret-ok" }
+func (*ConnectionUpdateSecretOk) HasContent() bool  { return false }
+func (*ConnectionUpdateSecretOk) Synchronous() bool { return false }
+
+func (*ConnectionUpdateSecretOk) AppendArgs(dst []byte) ([]byte, error) {
+	return dst, nil
+}
+
+func (*ConnectionUpdateSecretOk) decodeArgs(b []byte) error { return noArgs(b) }
+
 // ChannelOpen is channel.open (class 20, method 10; synchronous).
 type ChannelOpen struct {
 	Reserved1 string // reserved-1 shortstr, reserved
@@ -1948,6 +1994,10 @@ func newMethod(classID, methodID uint16) Method {
 		return new(ConnectionBlocked)
 	case 10<<16 | 61:
 		return new(ConnectionUnblocked)
+	case 10<<16 | 70:
+		return new(ConnectionUpdateSecret)
+	case 10<<16 | 71:
+		return new(ConnectionUpdateSecretOk)
 	case 20<<16 | 10:
 		return new(ChannelOpen)
 	case 20<<16 | 11:
@@ -2083,6 +2133,10 @@ func MethodName(classID, methodID uint16) string {
 		return "connection.blocked"
 	case 10<<16 | 61:
 		return "connection.unblocked"
+	case 10<<16 | 70:
+		return "connection.update-secret"
+	case 10<<16 | 71:
+		return "connection.update-secret-ok"
 	case 20<<16 | 10:
 		return "channel.open"
 	case 20<<16 | 11:
@@ -2201,6 +2255,7 @@ func ServerReceives(classID, methodID uint16) bool {
 		10<<16 | 40,
 		10<<16 | 50,
 		10<<16 | 51,
+		10<<16 | 70,
 		20<<16 | 10,
 		20<<16 | 20,
 		20<<16 | 21,

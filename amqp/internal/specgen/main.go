@@ -262,6 +262,10 @@ var extensions = []struct {
 }{
 	{class: "connection", method: "blocked", index: 60, fields: []field{{name: "reason", typ: "shortstr"}}},
 	{class: "connection", method: "unblocked", index: 61},
+	{class: "connection", method: "update-secret", index: 70, serverRecv: true, fields: []field{
+		{name: "new-secret", typ: "longstr"}, {name: "reason", typ: "shortstr"},
+	}},
+	{class: "connection", method: "update-secret-ok", index: 71},
 	{class: "access", classIndex: 30, method: "request", index: 10, serverRecv: true, fields: []field{
 		{name: "realm", typ: "shortstr"}, {name: "exclusive", typ: "bit"}, {name: "passive", typ: "bit"},
 		{name: "active", typ: "bit"}, {name: "write", typ: "bit"}, {name: "read", typ: "bit"},

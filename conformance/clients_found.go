@@ -1,0 +1,96 @@
+package conformance
+
+// Cases found by running client libraries' own test suites (amqp091-go's
+// integration tests, amqplib's mocha suite; scripts/client-suites.sh) against
+// RabbitMQ and Warren: each is a behaviour a suite depends on that Warren
+// did not share with RabbitMQ 3.10.
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+var (
+	cfConfirmSelect   = rawMethodID{85, 10}
+	cfConfirmSelectOk = rawMethodID{85, 11}
+	cfBasicAck        = rawMethodID{60, 80}
+)
+
+func init() {
+	register(
+		Case{
+			// connection.update-secret (10.70) on an open connection is
+			// answered with connection.update-secret-ok (10.71) and the
+			// connection stays usable. RabbitMQ's internal auth backend
+			// keeps no expiring state, so the secret is not checked.
+			// (amqplib: "updateSecret"; amqp091-go: Connection.UpdateSecret.)
+			Name: "connection/update-secret-ok",
+			Run: func(t T, tg Target) {
+				conn := clDial(t, tg)
+				if err := conn.UpdateSecret("new secret", "no reason"); err != nil {
+					t.Fatalf("update-secret: %v", err)
+				}
+				ch := clOpenChan(t, conn)
+				clDeclareQueue(t, tg, ch, "after-update-secret", nil)
+				if err := conn.UpdateSecret("", "empty"); err != nil {
+					t.Fatalf("second update-secret: %v", err)
+				}
+				clSyncChan(t, ch)
+			},
+		},
+		Case{
+			// Publisher confirms for a burst of publishes are coalesced:
+			// RabbitMQ sends the confirms that piled up while the channel
+			// was busy as one basic.ack with multiple set, so a burst of
+			// transient messages gets at least one multiple ack. Every tag
+			// is confirmed exactly once, in order. (amqplib: "confirms
+			// multiple confirms", which gives up after 640 messages.)
+			Name: "confirm/burst-gets-multiple-ack",
+			Run: func(t T, tg Target) {
+				const n = 2000
+				c := openRaw(t, tg)
+				c.openChannel(1)
+				q := c.declareTempQueue(1)
+				c.sendMethod(1, cfConfirmSelect, new(wbuf).bits(false).b)
+				c.expect(1, cfConfirmSelectOk)
+				var burst []byte
+				for i := 0; i < n; i++ {
+					burst = append(burst, encodeFrame(frameMethod, 1, methodPayload(mBasicPublish, publishArgs("", q, false)), frameEnd)...)
+					burst = append(burst, encodeFrame(frameHeader, 1, contentHeader(5), frameEnd)...)
+					burst = append(burst, encodeFrame(frameBody, 1, []byte("bleep"), frameEnd)...)
+				}
+				c.mustWrite(burst)
+				var confirmed uint64
+				multiples := 0
+				deadline := time.Now().Add(clWaitTimeout)
+				for confirmed < n {
+					f, err := c.readFrame(time.Until(deadline))
+					if err != nil {
+						t.Fatalf("after %d of %d confirms: %v", confirmed, n, err)
+					}
+					if f.Type == frameHeartbeat {
+						continue
+					}
+					m, args, ok := f.Method()
+					if !ok || m != cfBasicAck || f.Channel != 1 || len(args) < 9 {
+						t.Fatalf("expected basic.ack on channel 1, got %s", f)
+					}
+					tag, multiple := binary.BigEndian.Uint64(args), args[8]&1 != 0
+					switch {
+					case multiple && tag > confirmed:
+						multiples++
+					case !multiple && tag == confirmed+1:
+					default:
+						t.Fatalf("basic.ack tag %d multiple=%v after tag %d was confirmed", tag, multiple, confirmed)
+					}
+					confirmed = tag
+				}
+				if multiples == 0 {
+					t.Fatalf("%d publishes in one burst got %d single acks and no multiple ack", n, n)
+				}
+				t.Logf("%d publishes confirmed by %d multiple acks and single ones", n, multiples)
+				c.closeConn()
+			},
+		},
+	)
+}
