@@ -26,7 +26,8 @@ func (a adminAddr) String() string  { return string(a) }
 type adminPipe struct {
 	net.Conn
 	peer adminAddr
-	user string // who the caller authenticated
+	user   string // who the caller authenticated
+	system bool   // the broker itself: no permission checks
 }
 
 func (p *adminPipe) RemoteAddr() net.Addr { return p.peer }
@@ -57,12 +58,18 @@ func (s *Server) OpenAdmin(user, vhost string) (*AdminSession, error) {
 	if _, ok := s.auth.User(user); !ok {
 		return nil, amqp.Errorf(amqp.AccessRefused, 0, 0, "no user '%s'", user)
 	}
+	return s.openAdmin(user, vhost, false)
+}
+
+// openAdmin starts the internal connection of an admin session. A system
+// session is not subject to permissions.
+func (s *Server) openAdmin(user, vhost string, system bool) (*AdminSession, error) {
 	pass := ""
 	if _, err := s.adminVHost(vhost); err != nil {
 		return nil, err
 	}
 	client, srv := net.Pipe()
-	s.startConn(&adminPipe{Conn: srv, peer: adminAddr("management/" + user), user: user})
+	s.startConn(&adminPipe{Conn: srv, peer: adminAddr("management/" + user), user: user, system: system})
 	a := &AdminSession{srv: s, nc: client, fr: amqp.NewFrameReader(client, 64<<10), vhost: vhost}
 	if err := a.handshake(user, pass, vhost); err != nil {
 		client.Close()

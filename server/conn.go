@@ -47,6 +47,9 @@ type conn struct {
 	// unackedCount is the number of unacknowledged deliveries on all
 	// channels, capped by Config.MaxUnackedPerConnection.
 	unackedCount atomic.Int64
+	// system is set for the broker's own admin sessions, which no
+	// permission check applies to.
+	system bool
 
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
@@ -466,7 +469,9 @@ func (c *conn) handshake() error {
 	if vh == nil {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "vhost %s not found", open.VirtualHost))
 	}
-	if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
+	if ap, ok := c.nc.(*adminPipe); ok && ap.system {
+		c.system = true
+	} else if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
 	}
 	_, admin := c.nc.(*adminPipe)
