@@ -26,6 +26,7 @@ type collector struct {
 	storeFsyncSeconds, storeFsyncMax, storePending     *prometheus.Desc
 	storeMessagesPerCommit, storeDangling, buildInfo   *prometheus.Desc
 	memAlarm, diskAlarm, memLimit, diskLimit, diskFree *prometheus.Desc
+	connOpened, connClosed, chanOpened, chanClosed     *prometheus.Desc
 }
 
 func newCollector(b *server.Server, sm *sampler) *collector {
@@ -68,6 +69,10 @@ func newCollector(b *server.Server, sm *sampler) *collector {
 		memLimit:               d("rabbitmq_resident_memory_limit_bytes", "Memory high watermark"),
 		diskLimit:              d("rabbitmq_disk_space_available_limit_bytes", "Free disk space below which publishers are blocked"),
 		diskFree:               d("rabbitmq_disk_space_available_bytes", "Free disk space under the data directory"),
+		connOpened:             d("rabbitmq_connections_opened_total", "Client connections opened"),
+		connClosed:             d("rabbitmq_connections_closed_total", "Client connections closed"),
+		chanOpened:             d("rabbitmq_channels_opened_total", "Channels opened"),
+		chanClosed:             d("rabbitmq_channels_closed_total", "Channels closed"),
 	}
 }
 
@@ -79,6 +84,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.storeCommits, c.storeBatches, c.storeFailed, c.storeMessages, c.storeEntries, c.storeSettled,
 		c.storeFsyncSeconds, c.storeFsyncMax, c.storePending, c.storeMessagesPerCommit, c.storeDangling, c.buildInfo,
 		c.memAlarm, c.diskAlarm, c.memLimit, c.diskLimit, c.diskFree, c.fsyncHist,
+		c.connOpened, c.connClosed, c.chanOpened, c.chanClosed,
 	} {
 		ch <- d
 	}
@@ -105,6 +111,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.messagesReady, float64(o.Ready))
 	gauge(c.messagesUnacked, float64(o.Unacked))
 	gauge(c.buildInfo, 1, server.Version())
+	counter(c.connOpened, float64(o.Churn.ConnectionsOpened))
+	counter(c.connClosed, float64(o.Churn.ConnectionsClosed))
+	counter(c.chanOpened, float64(o.Churn.ChannelsOpened))
+	counter(c.chanClosed, float64(o.Churn.ChannelsClosed))
 	al := c.b.Alarms()
 	gauge(c.memAlarm, b2f(al.Memory))
 	gauge(c.diskAlarm, b2f(al.Disk))

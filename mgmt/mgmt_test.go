@@ -385,6 +385,9 @@ func TestMetrics(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{
 		"rabbitmq_connections 1",
+		"rabbitmq_connections_opened_total 1",
+		"rabbitmq_connections_closed_total 0",
+		"rabbitmq_channels_opened_total 1",
 		"rabbitmq_queues 1",
 		`rabbitmq_detailed_queue_messages_ready{queue="m.q",vhost="/"} 1`,
 		`rabbitmq_detailed_queue_consumers{queue="m.q",vhost="/"} 0`,

@@ -721,6 +721,7 @@ type Overview struct {
 	StoreStats  persist.Stats
 	VHostCount  int
 	UserCount   int
+	Churn       Churn
 }
 
 // Overview summarizes the node.
@@ -728,7 +729,7 @@ func (s *Server) Overview() Overview {
 	o := Overview{
 		Node: s.NodeName(), ClusterName: s.ClusterName(), Version: Version(),
 		Uptime: time.Since(processStarted), Listen: s.ListenAddr(),
-		UserCount: len(s.cfg.Users), StoreStats: s.store.Stats(),
+		UserCount: len(s.auth.Users()), StoreStats: s.store.Stats(), Churn: s.churn.load(),
 	}
 	vs, _ := s.vhostsFor("")
 	o.VHostCount = len(vs)

@@ -80,6 +80,9 @@ func (c *conn) removeChannel(id uint16) {
 	c.chanMu.Lock()
 	delete(c.channels, id)
 	c.chanMu.Unlock()
+	if c.counted() {
+		c.srv.churn.chanClosed.Add(1)
+	}
 }
 
 type clientCaps struct {
@@ -140,6 +143,9 @@ func (c *conn) serve() {
 	c.nc.SetDeadline(time.Time{})
 	c.log = c.log.With().Str("user", c.user).Logger()
 	c.log.Info().Str("vhost", c.vhost.name).Msg("connection opened")
+	if c.counted() {
+		c.srv.churn.connOpened.Add(1)
+	}
 
 	err := c.readLoop()
 	switch {
@@ -338,6 +344,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 		c.chanMu.Lock()
 		c.channels[id] = newChannel(c, id)
 		c.chanMu.Unlock()
+		if c.counted() {
+			c.srv.churn.chanOpened.Add(1)
+		}
 		c.out.sendMethod(id, &amqp.ChannelOpenOk{})
 		return nil
 	}
@@ -365,6 +374,9 @@ func (c *conn) cleanup() {
 	if c.vhost != nil {
 		c.vhost.deleteExclusive(c.id)
 		c.vhost.conns.Add(-1)
+		if c.counted() {
+			c.srv.churn.connClosed.Add(1)
+		}
 	}
 }
 

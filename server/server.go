@@ -43,6 +43,7 @@ type Server struct {
 
 	auth    *auth.DB // users, vhost records, permissions, limits
 	refused refusedLog
+	churn   churn
 	// outMaxBuffered bounds a connection's unsent bytes (see limits.go).
 	outMaxBuffered int
 

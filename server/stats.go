@@ -91,3 +91,28 @@ func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 	}
 	return vout, qout
 }
+
+// churn counts connections and channels opened and closed since start
+// (RabbitMQ's churn_rates and its Prometheus *_opened_total/_closed_total);
+// the broker's own admin sessions do not count.
+type churn struct {
+	connOpened, connClosed atomic.Uint64
+	chanOpened, chanClosed atomic.Uint64
+}
+
+// Churn is a snapshot of the churn counters.
+type Churn struct {
+	ConnectionsOpened, ConnectionsClosed uint64
+	ChannelsOpened, ChannelsClosed       uint64
+}
+
+func (c *churn) load() Churn {
+	return Churn{c.connOpened.Load(), c.connClosed.Load(), c.chanOpened.Load(), c.chanClosed.Load()}
+}
+
+// counted reports whether c counts in the churn figures: a client
+// connection, not an admin session.
+func (c *conn) counted() bool {
+	_, admin := c.nc.(*adminPipe)
+	return !admin
+}
