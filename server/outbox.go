@@ -13,6 +13,31 @@ import (
 // before consumers on it stop being offered messages.
 const outHighWater = 1 << 20
 
+// Outbound buffers are pooled: an outbox holds one only while frames wait
+// in it, so an idle connection holds none, and a burst's buffer goes back
+// for every connection to use. Buffers above outPoolMax go to the garbage
+// collector instead.
+const (
+	outBufSize = 4 << 10
+	outPoolMax = 2 * outHighWater
+)
+
+var outBufs = sync.Pool{New: func() any { return make([]byte, 0, outBufSize) }}
+
+// outBuf returns b, or an empty pooled buffer when b is nil.
+func outBuf(b []byte) []byte {
+	if b != nil {
+		return b
+	}
+	return outBufs.Get().([]byte)[:0]
+}
+
+func putOutBuf(b []byte) {
+	if cap(b) >= outBufSize && cap(b) <= outPoolMax {
+		outBufs.Put(b[:0]) // boxing the slice header costs one small allocation per write
+	}
+}
+
 // outbox is a connection's outbound buffer. Any goroutine appends frames;
 // only the writer goroutine touches the socket, flushing everything queued
 // in one write.
@@ -60,7 +85,7 @@ func (o *outbox) sendAck(channel uint16, tag uint64, multiple bool) error {
 		}
 	}
 	at := len(o.buf)
-	buf, err := amqp.AppendMethodFrame(o.buf, channel, &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
+	buf, err := amqp.AppendMethodFrame(outBuf(o.buf), channel, &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
 	if err != nil {
 		return err
 	}
@@ -85,7 +110,7 @@ func (o *outbox) sendMethod(channel uint16, m amqp.Method) error {
 	if o.closed {
 		return net.ErrClosed
 	}
-	buf, err := amqp.AppendMethodFrame(o.buf, channel, m)
+	buf, err := amqp.AppendMethodFrame(outBuf(o.buf), channel, m)
 	if err != nil {
 		return err
 	}
@@ -107,7 +132,7 @@ func (o *outbox) sendContentLocked(channel uint16, m amqp.Method, props, body []
 	if o.closed {
 		return net.ErrClosed
 	}
-	buf, err := amqp.AppendMethodFrame(o.buf, channel, m)
+	buf, err := amqp.AppendMethodFrame(outBuf(o.buf), channel, m)
 	if err != nil {
 		return err
 	}
@@ -138,8 +163,8 @@ func (o *outbox) close() {
 // when a full buffer has been written out.
 func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained func()) {
 	defer close(o.flushed)
-	var spare []byte
 	var tick *time.Ticker
+	var deadline time.Time // the write deadline set last
 	var tickC <-chan time.Time
 	defer func() {
 		if tick != nil {
@@ -158,17 +183,22 @@ func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained 
 		case <-tickC:
 			o.mu.Lock()
 			if !o.wrote && !o.closed {
-				o.buf = amqp.AppendHeartbeat(o.buf)
+				o.buf = amqp.AppendHeartbeat(outBuf(o.buf))
 			}
 			o.wrote = false
 			o.mu.Unlock()
 		}
 		o.mu.Lock()
 		buf, wasFull, closed := o.buf, o.full, o.closed
-		o.buf, o.full, o.ackAt = spare[:0], false, -1
+		o.buf, o.full, o.ackAt = nil, false, -1
 		o.mu.Unlock()
 		if len(buf) > 0 {
-			nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			// A write may take 25 to 30 s; the deadline is moved only
+			// every 5 s, not at every write.
+			if now := time.Now(); deadline.Sub(now) < 25*time.Second {
+				deadline = now.Add(30 * time.Second)
+				nc.SetWriteDeadline(deadline)
+			}
 			if _, err := nc.Write(buf); err != nil {
 				o.mu.Lock()
 				o.closed = true
@@ -178,10 +208,7 @@ func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained 
 				return
 			}
 		}
-		if cap(buf) > 4*outHighWater {
-			buf = nil
-		}
-		spare = buf
+		putOutBuf(buf)
 		select {
 		case o.room <- struct{}{}:
 		default:
