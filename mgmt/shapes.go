@@ -172,8 +172,9 @@ func toConnection(node string, c server.ConnectionInfo) connectionJSON {
 	for k, v := range c.ClientCaps {
 		caps[k] = v
 	}
-	props := table{}
-	if len(caps) > 0 {
+	// RabbitMQ shows the client's properties as the client sent them.
+	props := tableJSON(c.ClientProperties)
+	if _, ok := props["capabilities"]; !ok && len(caps) > 0 {
 		props["capabilities"] = caps
 	}
 	return connectionJSON{

@@ -63,9 +63,6 @@ var omitted = map[string][]string{
 	"overview.listeners": {"socket_opts"},
 	"overview.contexts":  {"ssl_opts", "cowboy_opts"},
 	"node.contexts":      {"cowboy_opts"},
-	// The client's own properties are not kept by the connection yet (only
-	// its capabilities are); see docs/management.md.
-	"connection.client_properties": {"platform", "product", "version"},
 	"node": group(statsFields, objectCounters, erlangFields, []string{
 		// Erlang VM and Mnesia figures.
 		"applications", "cluster_links", "config_files", "context_switches", "context_switches_details",

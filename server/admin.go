@@ -422,6 +422,10 @@ type ConnectionInfo struct {
 	Negotiated bool
 	// ClientCaps are the capabilities the client announced.
 	ClientCaps map[string]bool
+	// ClientProperties is connection.start-ok's client-properties table as
+	// the client sent it (product, version, connection_name, capabilities
+	// ...); shared and read-only.
+	ClientProperties amqp.Table
 	// Channels counts the open channels.
 	Channels int
 	// TLS is set for an amqps connection, with the negotiated protocol
@@ -443,6 +447,7 @@ func (s *Server) connView(c *conn) ConnectionInfo {
 		ci.Negotiated = true
 		ci.User, ci.VHost = info.User, info.VHost
 		ci.FrameMax, ci.ChannelMax, ci.Heartbeat = info.FrameMax, info.ChannelMax, info.Heartbeat
+		ci.ClientProperties = info.ClientProps
 		ci.ClientCaps = map[string]bool{
 			"consumer_cancel_notify":       info.Caps.consumerCancelNotify,
 			"connection.blocked":           info.Caps.connectionBlocked,
