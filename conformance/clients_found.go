@@ -8,6 +8,8 @@ package conformance
 import (
 	"encoding/binary"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 var (
@@ -90,6 +92,70 @@ func init() {
 				}
 				t.Logf("%d publishes confirmed by %d multiple acks and single ones", n, multiples)
 				c.closeConn()
+			},
+		},
+		Case{
+			// Sender-selected distribution: the CC and BCC headers (arrays
+			// of longstr) are routing keys besides the publish's own; each
+			// queue gets the message once; BCC is removed from the
+			// delivered message and CC kept. (Bunny: "Sender-selected
+			// distribution".)
+			Name: "basic/publish-cc-bcc-routes",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				x := clDeclareExchange(t, tg, ch, "direct", nil)
+				qs := map[string]string{}
+				for _, k := range []string{"one", "two", "three", "four", "five"} {
+					qs[k] = clDeclareQueue(t, tg, ch, "cc-"+k, nil)
+					clBindQueue(t, ch, qs[k], k, x, nil)
+				}
+				pub := clConfirmChan(t, conn)
+				clPublishConfirmed(t, pub, x, "one", amqp.Publishing{Body: []byte("m"), Headers: amqp.Table{
+					"CC":  []any{"two", "three", "one", int32(7)},
+					"BCC": []any{"four"},
+					"x":   "y",
+				}})
+				for _, k := range []string{"one", "two", "three", "four"} {
+					d := clGetWait(t, ch, qs[k], true)
+					if d.RoutingKey != "one" {
+						t.Errorf("queue %s: routing key %q, want one", k, d.RoutingKey)
+					}
+					if _, ok := d.Headers["BCC"]; ok {
+						t.Errorf("queue %s: BCC header delivered: %v", k, d.Headers)
+					}
+					if cc, ok := d.Headers["CC"].([]any); !ok || len(cc) != 4 || d.Headers["x"] != "y" {
+						t.Errorf("queue %s: headers %v, want CC and x kept", k, d.Headers)
+					}
+					clGetEmpty(t, ch, qs[k])
+				}
+				clGetEmpty(t, ch, qs["five"])
+				// The default exchange routes each key to the queue of that name.
+				clPublishConfirmed(t, pub, "", qs["five"], amqp.Publishing{Body: []byte("d"), Headers: amqp.Table{
+					"BCC": []any{qs["one"]},
+				}})
+				if d := clGetWait(t, ch, qs["one"], true); len(d.Headers) != 0 {
+					t.Errorf("default exchange: headers %v, want an empty table", d.Headers)
+				}
+				clGetWait(t, ch, qs["five"], true)
+			},
+		},
+		Case{
+			// A CC or BCC header that is not an array: channel.close 406
+			// "PRECONDITION_FAILED - invalid message:
+			// {unacceptable_type_in_header,"CC",longstr}" class 60 method 40.
+			Name: "basic/publish-cc-not-array-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clDeclareQueue(t, tg, ch, "q", nil)
+				closes := clNotifyClose(ch)
+				clPublish(t, ch, "", q, amqp.Publishing{Body: []byte("m"), Headers: amqp.Table{"CC": "two"}})
+				e := clExpectAsyncClose(t, conn, closes, clCodePreconditionFailed, clChanClose)
+				want := `PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"CC",longstr}`
+				if e.Reason != want {
+					t.Errorf("reply text %q, want %q", e.Reason, want)
+				}
+				c2 := clOpenChan(t, conn)
+				clGetEmpty(t, c2, q)
 			},
 		},
 	)

@@ -180,6 +180,9 @@ func (ch *channel) publish(p *publishing) error {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
 		}
 	}
+	if err := p.senderSelected(); err != nil {
+		return err
+	}
 	if ch.tx != nil {
 		if m.Exchange == "" && strings.HasPrefix(m.RoutingKey, replyPrefix) {
 			// RabbitMQ hands a direct reply-to reply over at once, outside
@@ -257,7 +260,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 		}
 		return false
 	}
-	s := v.routeMessage(m.Exchange, m.RoutingKey, p.props)
+	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.props)
 	defer v.releaseScratch(s)
 	routed, dropped := v.deliver(msg, s.queues, done)
 	v.stats.routed(ch.c.id, routed, m.Mandatory)
@@ -418,7 +421,7 @@ func (ch *channel) txCommit() error {
 	var ops []persist.PublishOp
 	for _, p := range pubs {
 		msg := newMessage(p)
-		s := v.routeMessage(p.method.Exchange, p.method.RoutingKey, p.props)
+		s := v.routePublish(p.method.Exchange, p.method.RoutingKey, p.cc, p.props)
 		qs := append([]*queue.Queue(nil), s.queues...)
 		found := s.found
 		v.releaseScratch(s)

@@ -56,6 +56,7 @@ type publishing struct {
 	gotHdr   bool
 	ttl      time.Duration // the expiration property, when hasTTL
 	hasTTL   bool
+	cc       []string // routing keys of the CC and BCC headers (senderSelected)
 }
 
 // consumer is one basic.consume subscription.

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Sender-selected distribution, as RabbitMQ's rabbit_basic:message/3 does
+// it: the CC and BCC headers of a published message, arrays of longstr,
+// are routing keys besides the publish's own (other array elements are
+// ignored); each queue gets the message once; BCC is removed from the
+// message before it is stored or delivered, CC is kept.
+
+// The headers as they appear in an encoded table: a shortstr name. A
+// properties block holding neither is not decoded at all.
+var (
+	ssdCC  = []byte("\x02CC")
+	ssdBCC = []byte("\x03BCC")
+)
+
+// senderSelected reads p's CC and BCC headers into p.cc and strips BCC from
+// p.props. A CC or BCC header that is not an array is a 406, in RabbitMQ's
+// words.
+func (p *publishing) senderSelected() error {
+	if len(p.props) < 2 || binary.BigEndian.Uint16(p.props)&amqp.FlagHeaders == 0 ||
+		!bytes.Contains(p.props, ssdCC) && !bytes.Contains(p.props, ssdBCC) {
+		return nil
+	}
+	h, err := amqp.PropHeaders(p.props)
+	if err != nil {
+		return nil
+	}
+	for _, name := range [...]string{"CC", "BCC"} {
+		v, ok := h[name]
+		if !ok {
+			continue
+		}
+		keys, ok := v.([]any)
+		if !ok {
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
+				"invalid message: {unacceptable_type_in_header,\"%s\",%s}", name, fieldTypeName(v))
+		}
+		for _, k := range keys {
+			if s, ok := k.(string); ok {
+				p.cc = append(p.cc, s)
+			}
+		}
+	}
+	if _, ok := h["BCC"]; ok {
+		props, err := amqp.DecodeProperties(p.props)
+		if err != nil {
+			return nil
+		}
+		delete(props.Headers, "BCC")
+		if b, err := props.Append(nil); err == nil {
+			p.props = b
+		}
+	}
+	return nil
+}
+
+// fieldTypeName is RabbitMQ's name of a decoded field value's type.
+func fieldTypeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, uint64:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case amqp.Decimal:
+		return "decimal"
+	case time.Time:
+		return "timestamp"
+	case amqp.Table:
+		return "table"
+	case nil:
+		return "void"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// routePublish is routeMessage for a publish with sender-selected keys: the
+// queues of key and of every key in cc, each once.
+func (v *vhost) routePublish(exName, key string, cc []string, props []byte) *routeScratch {
+	s := v.routeMessage(exName, key, props)
+	if len(cc) == 0 || !s.found {
+		return s
+	}
+	seen := make(map[*queue.Queue]struct{}, len(s.queues))
+	for _, q := range s.queues {
+		seen[q] = struct{}{}
+	}
+	for _, k := range cc {
+		x := v.routeMessage(exName, k, props)
+		for _, q := range x.queues {
+			if _, dup := seen[q]; !dup {
+				seen[q] = struct{}{}
+				s.queues = append(s.queues, q)
+			}
+		}
+		v.releaseScratch(x)
+	}
+	return s
+}
