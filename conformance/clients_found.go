@@ -158,5 +158,57 @@ func init() {
 				clGetEmpty(t, c2, q)
 			},
 		},
+		Case{
+			// Dead-lettering without a dead-letter routing key routes by
+			// the message's routing keys, its CC header's included, and
+			// keeps CC; with one, only that key is used and the CC header
+			// is removed (x-death's routing-keys still list the CC keys).
+			Name: "deadletter/cc-routes-dlrk-drops-cc",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				x := clDeclareExchange(t, tg, ch, "direct", nil)
+				dlx := clDeclareExchange(t, tg, ch, "direct", nil)
+				dl := map[string]string{}
+				for _, k := range []string{"k1", "k2", "kd"} {
+					dl[k] = clDeclareQueue(t, tg, ch, "dl-"+k, nil)
+					clBindQueue(t, ch, dl[k], k, dlx, nil)
+				}
+				pub := clConfirmChan(t, conn)
+				for _, dlrk := range []string{"", "kd"} {
+					args := amqp.Table{"x-dead-letter-exchange": dlx}
+					if dlrk != "" {
+						args["x-dead-letter-routing-key"] = dlrk
+					}
+					q := clDeclareQueue(t, tg, ch, "src", args)
+					clBindQueue(t, ch, q, "k1", x, nil)
+					clPublishConfirmed(t, pub, x, "k1", amqp.Publishing{Body: []byte("m"), Headers: amqp.Table{"CC": []any{"k2"}}})
+					d := clGetWait(t, ch, q, false)
+					if err := d.Reject(false); err != nil {
+						t.Fatalf("reject: %v", err)
+					}
+					want := []string{"k1", "k2"}
+					if dlrk != "" {
+						want = []string{"kd"}
+					}
+					for _, k := range want {
+						got := clGetWait(t, ch, dl[k], true)
+						_, hasCC := got.Headers["CC"]
+						if hasCC != (dlrk == "") {
+							t.Errorf("dlrk %q: queue %s: headers %v, CC kept = %v", dlrk, k, got.Headers, hasCC)
+						}
+						deaths, _ := got.Headers["x-death"].([]any)
+						if len(deaths) != 1 {
+							t.Fatalf("dlrk %q: x-death %v", dlrk, got.Headers["x-death"])
+						}
+						if rks, _ := deaths[0].(amqp.Table)["routing-keys"].([]any); len(rks) != 2 || rks[0] != "k1" || rks[1] != "k2" {
+							t.Errorf("dlrk %q: x-death routing-keys %v, want [k1 k2]", dlrk, rks)
+						}
+					}
+					for _, k := range []string{"k1", "k2", "kd"} {
+						clGetEmpty(t, ch, dl[k])
+					}
+				}
+			},
+		},
 	)
 }

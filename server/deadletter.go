@@ -13,12 +13,18 @@ import (
 func (v *vhost) deadLetter(q *queue.Queue, dead []queue.Dead) {
 	l := q.Limits()
 	for _, d := range dead {
-		m, deaths := withDeath(d.Msg, q.Name, d.Reason, time.Now())
+		m, deaths := withDeath(d.Msg, q.Name, d.Reason, time.Now(), l.HasDLRK)
 		m.Exchange = l.DeadLetterExchange
+		// Without a dead-letter routing key the message keeps its routing
+		// keys, its CC header's included (RabbitMQ's routing_keys also hold
+		// the BCC keys, which Warren does not keep past the publish).
+		var cc []string
 		if l.HasDLRK {
 			m.RoutingKey = l.DeadLetterRoutingKey
+		} else {
+			cc = headerCC(m.Props)
 		}
-		s := v.routeMessage(m.Exchange, m.RoutingKey, m.Props)
+		s := v.routePublish(m.Exchange, m.RoutingKey, cc, m.Props)
 		targets := s.queues[:0:0]
 		for _, target := range s.queues {
 			if d.Reason == queue.Rejected || !isCycle(deaths, target.Name) {
@@ -54,8 +60,10 @@ func isCycle(deaths []any, name string) bool {
 // queue qname for reason r: the x-death entry for (queue, reason) is counted
 // up and moved first, or a new one is put first; x-first-death-* are set
 // on the first death. A per-message expiration moves into the entry's
-// original-expiration, so the copy does not expire again.
-func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time) (*queue.Message, []any) {
+// original-expiration, so the copy does not expire again. With dropCC (a
+// dead-letter routing key replaces the routing keys) the CC header goes, as
+// in RabbitMQ.
+func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time, dropCC bool) (*queue.Message, []any) {
 	p, err := amqp.DecodeProperties(m.Props)
 	if err != nil {
 		p = amqp.Properties{}
@@ -96,6 +104,9 @@ func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time) (*
 		if p.Expiration != "" {
 			entry["original-expiration"] = p.Expiration
 		}
+	}
+	if dropCC {
+		delete(h, "CC")
 	}
 	n, _ := entry["count"].(int64)
 	entry["count"] = n + 1

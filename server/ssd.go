@@ -126,3 +126,19 @@ func (v *vhost) routePublish(exName, key string, cc []string, props []byte) *rou
 	}
 	return s
 }
+
+// headerCC returns the longstr elements of props' CC header.
+func headerCC(props []byte) []string {
+	if !bytes.Contains(props, ssdCC) {
+		return nil
+	}
+	h, _ := amqp.PropHeaders(props)
+	keys, _ := h["CC"].([]any)
+	var cc []string
+	for _, k := range keys {
+		if s, ok := k.(string); ok {
+			cc = append(cc, s)
+		}
+	}
+	return cc
+}
