@@ -27,6 +27,10 @@
 #            py-amqp tree (github.com/celery/py-amqp); needs python3-vine.
 #   kombu    kombu's t/integration/test_py_amqp.py, if KOMBU_SRC names a
 #            kombu tree (github.com/celery/kombu) and PYAMQP_SRC is set.
+#   php      php-amqplib v3.5.3's tests/Functional with Debian's phpunit, if
+#            PHPAMQPLIB_SRC names a php-amqplib tree at v3.5.3 with its tests
+#            (git archive leaves them out: export-ignore); needs php-cli,
+#            phpunit, php-mbstring, php-curl, php-amqplib (for phpseclib3).
 #   bunny    Bunny's integration specs (higher_level_api, lower_level_api,
 #            issues; not the ones that stop RabbitMQ, use toxiproxy, TLS or
 #            the HTTP API), if BUNNY_SRC names a Bunny tree at tag 2.19.0
@@ -52,7 +56,7 @@ url=${1:?usage: $0 URL [MGMT_PORT] [SUITE...]}
 mgmt=${2:-15672}
 shift $(( $# >= 2 ? 2 : 1 ))
 suites=("$@")
-[ ${#suites[@]} -eq 0 ] && suites=(amqp091 streadway amqplib acj pika pyamqp kombu bunny)
+[ ${#suites[@]} -eq 0 ] && suites=(amqp091 streadway amqplib acj pika pyamqp kombu php bunny)
 limit=${SUITE_TIMEOUT:-900}
 
 hostport=${url#*://}
@@ -236,6 +240,43 @@ run_kombu() {
 			--junitxml="$out/kombu.xml" t/integration/test_py_amqp.py >"$out/kombu.log" 2>&1
 	)
 	junit_summary kombu
+}
+
+run_php() {
+	if [ -z "${PHPAMQPLIB_SRC:-}" ] || [ ! -d "$PHPAMQPLIB_SRC/tests/Functional" ]; then
+		echo "php: skipped (set PHPAMQPLIB_SRC to a php-amqplib tree at v3.5.3 with tests/)"
+		return 0
+	fi
+	rm -rf "$src/php" && cp -r "$PHPAMQPLIB_SRC" "$src/php"
+	(
+		cd "$src/php" || exit 1
+		mkdir -p vendor
+		# composer is not reachable: a PSR-4 loader for the library and its
+		# tests, phpseclib3 from Debian.
+		cat >vendor/autoload.php <<-'EOF'
+			<?php
+			require_once '/usr/share/php/phpseclib3/autoload.php';
+			spl_autoload_register(function ($class) {
+			    $map = [
+			        'PhpAmqpLib\\Tests\\Functional\\' => __DIR__ . '/../tests/Functional/',
+			        'PhpAmqpLib\\Tests\\Unit\\' => __DIR__ . '/../tests/Unit/',
+			        'PhpAmqpLib\\' => __DIR__ . '/../PhpAmqpLib/',
+			    ];
+			    foreach ($map as $prefix => $dir) {
+			        if (strncmp($class, $prefix, strlen($prefix)) === 0) {
+			            $f = $dir . str_replace('\\', '/', substr($class, strlen($prefix))) . '.php';
+			            if (is_file($f)) {
+			                require $f;
+			            }
+			            return;
+			        }
+			    }
+			});
+		EOF
+		TEST_RABBITMQ_HOST=${hostport%:*} TEST_RABBITMQ_PORT=$port timeout "$limit" phpunit --no-coverage \
+			-c phpunit.xml.dist --testsuite "Functional Tests" --log-junit "$out/php.xml" >"$out/php.log" 2>&1
+	)
+	junit_summary php
 }
 
 run_bunny() {
