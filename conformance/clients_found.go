@@ -7,6 +7,7 @@ package conformance
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -207,6 +208,30 @@ func init() {
 					for _, k := range []string{"k1", "k2", "kd"} {
 						clGetEmpty(t, ch, dl[k])
 					}
+				}
+			},
+		},
+		Case{
+			// The CC keys route together with the publish's own key: an
+			// exchange uses its alternate exchange only when none of the
+			// keys matches.
+			Name: "basic/publish-cc-alternate-exchange",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				ae := clDeclareExchange(t, tg, ch, "fanout", nil)
+				x := clDeclareExchange(t, tg, ch, "direct", amqp.Table{"alternate-exchange": ae})
+				qa := clDeclareQueue(t, tg, ch, "ae", nil)
+				clBindQueue(t, ch, qa, "", ae, nil)
+				q2 := clDeclareQueue(t, tg, ch, "two", nil)
+				clBindQueue(t, ch, q2, "two", x, nil)
+				pub := clConfirmChan(t, conn)
+				clPublishConfirmed(t, pub, x, "one", amqp.Publishing{Body: []byte("cc-two"), Headers: amqp.Table{"CC": []any{"two"}}})
+				clPublishConfirmed(t, pub, x, "one", amqp.Publishing{Body: []byte("bcc-none"), Headers: amqp.Table{"BCC": []any{"three"}}})
+				if got := clGetAll(t, ch, qa); !slices.Equal(got, []string{"bcc-none"}) {
+					t.Errorf("alternate exchange's queue got %q, want [bcc-none]", got)
+				}
+				if got := clGetAll(t, ch, q2); !slices.Equal(got, []string{"cc-two"}) {
+					t.Errorf("queue bound to two got %q, want [cc-two]", got)
 				}
 			},
 		},

@@ -83,6 +83,18 @@ func (s *nameSet) add(name string) bool {
 //
 // The order of the names appended is unspecified.
 func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any, scratch *Scratch, out []string) []string {
+	return routeKeys(lookup, start, key, nil, headers, scratch, out)
+}
+
+// RouteAllCC is RouteAll for a message with more routing keys than key (a
+// publish's CC and BCC headers): every exchange reached routes all the keys
+// at once, so its alternate exchange is used only when none of them matches,
+// as in RabbitMQ, whose deliveries carry the list of routing keys.
+func RouteAllCC(lookup Lookup, start *Exchange, key string, cc []string, headers map[string]any, scratch *Scratch, out []string) []string {
+	return routeKeys(lookup, start, key, cc, headers, scratch, out)
+}
+
+func routeKeys(lookup Lookup, start *Exchange, key string, cc []string, headers map[string]any, scratch *Scratch, out []string) []string {
 	if start == nil {
 		return out
 	}
@@ -95,11 +107,19 @@ func RouteAll(lookup Lookup, start *Exchange, key string, headers map[string]any
 	visited := 0        // exchanges routed so far
 	seenInit := false   // s.seen holds this call's visited exchanges
 	queuesInit := false // s.queues holds out[base:]
+	if len(cc) > 0 {
+		// Several keys may match the same queue even in start.
+		queuesInit = true
+		s.queues.reset()
+	}
 	for len(work) > 0 {
 		x := work[len(work)-1]
 		work = work[:len(work)-1]
 		visited++
 		dests := x.Route(key, headers, s.dests[:0])
+		for _, k := range cc {
+			dests = x.Route(k, headers, dests)
+		}
 		if len(dests) == 0 && x.ae != "" {
 			dests = append(dests, binding.Destination{Kind: binding.Exchange, Name: x.ae})
 		}

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
-	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/exchange"
 )
 
 // Sender-selected distribution, as RabbitMQ's rabbit_basic:message/3 does
@@ -103,26 +104,44 @@ func fieldTypeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// routePublish is routeMessage for a publish with sender-selected keys: the
-// queues of key and of every key in cc, each once.
+// routePublish is routeMessage for a publish with sender-selected keys:
+// the queues of key and of every key in cc, each once. Each exchange routes
+// all the keys together, so its alternate exchange is used only when none
+// matches (exchange.RouteAllCC).
 func (v *vhost) routePublish(exName, key string, cc []string, props []byte) *routeScratch {
-	s := v.routeMessage(exName, key, props)
-	if len(cc) == 0 || !s.found {
+	if len(cc) == 0 {
+		return v.routeMessage(exName, key, props)
+	}
+	s := v.scratchPool.Get().(*routeScratch)
+	s.names, s.queues = s.names[:0], s.queues[:0]
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e := v.exchanges[exName]
+	s.found = e != nil
+	if e == nil {
 		return s
 	}
-	seen := make(map[*queue.Queue]struct{}, len(s.queues))
-	for _, q := range s.queues {
-		seen[q] = struct{}{}
-	}
-	for _, k := range cc {
-		x := v.routeMessage(exName, k, props)
-		for _, q := range x.queues {
-			if _, dup := seen[q]; !dup {
-				seen[q] = struct{}{}
+	if exName == "" {
+		for i := -1; i < len(cc); i++ {
+			k := key
+			if i >= 0 {
+				k = cc[i]
+			}
+			if q := v.queues[k]; q != nil && !slices.Contains(s.queues, q) {
 				s.queues = append(s.queues, q)
 			}
 		}
-		v.releaseScratch(x)
+		return s
+	}
+	var h map[string]any
+	if v.headersExchanges > 0 {
+		h, _ = amqp.PropHeaders(props)
+	}
+	s.names = exchange.RouteAllCC(v.lookup, e, key, cc, h, &s.ex, s.names)
+	for _, n := range s.names {
+		if q := v.queues[n]; q != nil {
+			s.queues = append(s.queues, q)
+		}
 	}
 	return s
 }
