@@ -20,6 +20,10 @@
 #            mirrors); its hard-coded port 5672 is rewritten to the URL's.
 #            Needs Debian's python3-pytest, python3-tornado, python3-gevent
 #            (SUITE_PYTHON, default /usr/bin/python3, runs pytest).
+#   amqplib2 amqplib's current node:test suite (2.x; the npm tarballs of 1.x
+#            and later carry no tests), if AMQPLIB_SRC names an amqplib tree
+#            (github.com/amqp-node/amqplib); its callback_api and connect
+#            tests, which dial amqp://localhost, are pointed at URL.
 #   acj      amqp-client.js's vitest suite (test/test.ts, amqp-session.ts,
 #            amqp-codec-registry.ts), if ACJ_SRC names an amqp-client.js tree
 #            (github.com/cloudamqp/amqp-client.js); vitest 3 from npm.
@@ -56,7 +60,7 @@ url=${1:?usage: $0 URL [MGMT_PORT] [SUITE...]}
 mgmt=${2:-15672}
 shift $(( $# >= 2 ? 2 : 1 ))
 suites=("$@")
-[ ${#suites[@]} -eq 0 ] && suites=(amqp091 streadway amqplib acj pika pyamqp kombu php bunny)
+[ ${#suites[@]} -eq 0 ] && suites=(amqp091 streadway amqplib amqplib2 acj pika pyamqp kombu php bunny)
 limit=${SUITE_TIMEOUT:-900}
 
 hostport=${url#*://}
@@ -121,6 +125,25 @@ run_streadway() {
 			-timeout "$((limit - 30))s" . >"$out/streadway.json" 2>&1
 	)
 	go_summary streadway
+}
+
+run_amqplib2() {
+	if [ -z "${AMQPLIB_SRC:-}" ] || [ ! -f "$AMQPLIB_SRC/test/channel_api.test.js" ]; then
+		echo "amqplib2: skipped (set AMQPLIB_SRC to an amqplib source tree)"
+		return 0
+	fi
+	rm -rf "$src/amqplib2" && cp -r "$AMQPLIB_SRC" "$src/amqplib2"
+	(
+		cd "$src/amqplib2" || exit 1
+		timeout 300 npm install --no-audit --no-fund --ignore-scripts --no-save claire@0.4.1 >/dev/null 2>&1 ||
+			{ echo "amqplib2: npm install failed"; exit 1; }
+		sed -i "s|connect((|connect(process.env.URL, (|g; s|connect(dom.bind(|connect(process.env.URL, dom.bind(|" \
+			test/callback_api.test.js
+		sed -i "s|'amqp://localhost'|'amqp://${hostport}'|g; s|'amqp://localhost?|'amqp://${hostport}?|g" test/connect.test.js
+		URL=${url%/} timeout "$limit" node --test --test-timeout=10000 --test-reporter=tap test/ >"$out/amqplib2.tap" 2>&1
+		grep -E '^ *not ok' "$out/amqplib2.tap" >"$out/amqplib2.failed"
+		echo "amqplib2: $(sed -n 's/^# pass //p' "$out/amqplib2.tap") passed, $(sed -n 's/^# fail //p' "$out/amqplib2.tap") failed, $(sed -n 's/^# skipped //p' "$out/amqplib2.tap") skipped"
+	)
 }
 
 run_acj() {
