@@ -25,7 +25,7 @@ func (a adminAddr) String() string  { return string(a) }
 // connection as internal.
 type adminPipe struct {
 	net.Conn
-	peer adminAddr
+	peer   adminAddr
 	user   string // who the caller authenticated
 	system bool   // the broker itself: no permission checks
 }
