@@ -311,6 +311,10 @@ func (c *conn) handleConnectionMethod(m amqp.Method) error {
 	switch m := m.(type) {
 	case *amqp.ConnectionClose:
 		c.cleanupChannels()
+		// Exclusive queues go before close-ok, so a client that closed
+		// finds them gone at once (cleanup would otherwise wait for the
+		// client to drop the socket).
+		c.vhost.deleteExclusive(c.id)
 		c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
 		c.drainAfterClose()
 		return errClosed
