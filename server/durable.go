@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"path/filepath"
+	"strconv"
 
 	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
@@ -222,18 +224,14 @@ func (v *vhost) backlogFor(id uint64, l queue.Limits) queue.Backlog {
 		v.log.Error().Err(err).Msg("paging a queue's messages to or from the store failed")
 	}
 	if id == 0 {
-		// A non-durable queue spills past its window under an id of its
-		// own that no queue record names: a restart drops what it left.
-		b := newPagedBacklog(v.store, transientQueueBase|v.srv.spillID.Add(1), v.srv.cfg.QueueWindow, logErr)
-		b.transient, b.nextMsgID = true, v.nextMsgID
+		// A non-durable queue spills past its window to files of its own,
+		// which a restart drops.
+		b := newPagedBacklog(v.store, 0, v.srv.cfg.QueueWindow, logErr)
+		b.spill = newSpillLog(filepath.Join(v.srv.spillDir(), strconv.FormatUint(v.srv.spillID.Add(1), 10)))
 		return b
 	}
 	return newPagedBacklog(v.store, id, v.srv.cfg.QueueWindow, logErr)
 }
-
-// transientQueueBase marks store queue ids of non-durable queues' spills,
-// far above any id the store hands out for queue records.
-const transientQueueBase = 1 << 62
 
 // markDelivered records that a stored entry went to a consumer, so a
 // restart redelivers it with redelivered set.

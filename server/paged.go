@@ -1,7 +1,7 @@
 package server
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/persist"
@@ -23,20 +23,17 @@ import (
 // stay in mem whatever their Seq.
 //
 // A non-durable queue pages too (transient backlog): past the window its
-// messages are written to the store under a store-only queue id that has
-// no queue record (so a restart drops them), and deleted from the store
-// again as they are loaded back.
+// messages go to a spill log of plain files (spill.go), not to the store,
+// and are read back in order; a restart drops them.
 //
 // Like every backlog it is guarded by its queue's lock. It reads the store
 // under that lock: one Sync and one scan per loaded slice.
 type pagedBacklog struct {
-	store     persist.Store
-	qid       uint64
-	window    int
-	log       func(err error)
-	transient bool          // spill everything, settle as loaded
-	spills    int           // transient: messages spilled so far
-	nextMsgID func() uint64 // transient: ids for spilled messages
+	store  persist.Store
+	qid    uint64
+	window int
+	log    func(err error)
+	spill  *spillLog // a non-durable queue's overflow; nil for durable queues
 
 	mem       queue.Backlog
 	storedMax uint64
@@ -44,10 +41,6 @@ type pagedBacklog struct {
 	diskBytes int64
 	diskFrom  uint64
 }
-
-// spillSyncEvery is how many transient spills go by between waits for the
-// store's committer.
-const spillSyncEvery = 1024
 
 func newPagedBacklog(store persist.Store, qid uint64, window int, log func(error)) *pagedBacklog {
 	return &pagedBacklog{store: store, qid: qid, window: window, log: log, mem: queue.NewMemBacklog()}
@@ -60,28 +53,20 @@ func (b *pagedBacklog) recovered(count int) {
 }
 
 func (b *pagedBacklog) Push(e queue.Entry) {
-	if b.transient && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
-		id := b.nextMsgID()
-		m := e.Msg
-		b.store.Publish(id, persist.MessageRecord{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body},
-			[]persist.QueueSeq{{QueueID: b.qid, Seq: e.Seq, MsgID: id, Expires: e.Expires}}, nil)
-		if b.diskN == 0 || e.Seq < b.diskFrom {
-			b.diskFrom = e.Seq
-		}
-		b.diskN++
-		b.diskBytes += m.Size()
-		// The store holds each spilled body until its batch is written;
-		// waiting for the committer now and then keeps that bounded and
-		// paces a publisher to the disk (it is under this queue's lock, on
-		// the publisher's reader).
-		if b.spills++; b.spills%spillSyncEvery == 0 {
-			if err := b.store.Sync(); err != nil {
-				b.log(err)
+	if b.spill != nil && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
+		if err := b.spill.append(e); err != nil {
+			// Out of disk, say: keep the message in memory instead.
+			b.log(fmt.Errorf("spilling a transient message: %w", err))
+		} else {
+			if b.diskN == 0 || e.Seq < b.diskFrom {
+				b.diskFrom = e.Seq
 			}
+			b.diskN++
+			b.diskBytes += e.Msg.Size()
+			return
 		}
-		return
 	}
-	if !b.transient && e.Msg.StoreID != 0 && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
+	if b.spill == nil && e.Msg.StoreID != 0 && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
 		if b.diskN == 0 || e.Seq < b.diskFrom {
 			b.diskFrom = e.Seq
 		}
@@ -90,7 +75,7 @@ func (b *pagedBacklog) Push(e queue.Entry) {
 		return
 	}
 	b.mem.Push(e)
-	if b.transient || e.Msg.StoreID != 0 {
+	if b.spill != nil || e.Msg.StoreID != 0 {
 		b.storedMax = max(b.storedMax, e.Seq)
 	}
 }
@@ -106,23 +91,20 @@ func (b *pagedBacklog) fill() {
 	if e, ok := b.mem.Peek(); ok && e.Seq < b.diskFrom {
 		return
 	}
+	if b.spill != nil {
+		b.fillFromSpill()
+		return
+	}
 	if err := b.store.Sync(); err != nil {
 		b.log(err)
 		return
 	}
 	loaded := 0
 	last := b.diskFrom
-	var spilled []persist.QueueSeq
 	err := b.store.ScanQueue(b.qid, b.diskFrom, max(b.window/2, 1), true, func(r persist.RecoveredEntry) error {
 		m := &queue.Message{
 			Exchange: r.Msg.Exchange, RoutingKey: r.Msg.RoutingKey, Props: r.Msg.Props, Body: r.Msg.Body,
 			Persistent: true, StoreID: r.MsgID, Priority: priority(r.Msg.Props),
-		}
-		if b.transient {
-			// Back in memory for good: the spilled copy goes.
-			m.Persistent = amqp.PropDeliveryMode(r.Msg.Props) == 2
-			m.StoreID = 0
-			spilled = append(spilled, persist.QueueSeq{QueueID: b.qid, Seq: r.Seq})
 		}
 		if exp, ok := amqp.PropExpiration(r.Msg.Props); ok {
 			m.TTL, m.HasTTL = parseExpiration(exp)
@@ -136,9 +118,29 @@ func (b *pagedBacklog) fill() {
 	if err != nil {
 		b.log(err)
 	}
-	if len(spilled) > 0 {
-		b.store.Settle(spilled, nil)
+	b.loaded(loaded, last)
+}
+
+// fillFromSpill loads the next slice of a transient queue's spill log.
+func (b *pagedBacklog) fillFromSpill() {
+	loaded, last := 0, b.diskFrom
+	for loaded < max(b.window/2, 1) && loaded < b.diskN {
+		e, err := b.spill.next()
+		if err != nil {
+			b.log(fmt.Errorf("reading a transient queue's spilled messages back: %w", err))
+			break
+		}
+		b.mem.Push(e)
+		b.diskBytes -= e.Msg.Size()
+		loaded++
+		last = e.Seq
 	}
+	b.loaded(loaded, last)
+}
+
+// loaded accounts for n entries moved from the disk segment to mem, the
+// last with Seq last.
+func (b *pagedBacklog) loaded(loaded int, last uint64) {
 	if loaded == 0 {
 		// The store has fewer entries than counted (settled by another
 		// path): forget the segment rather than spin.
@@ -171,16 +173,10 @@ func (b *pagedBacklog) Bytes() int64 { return b.mem.Bytes() + b.diskBytes }
 // business (queue deletion drops them all; a purge pops entries instead).
 func (b *pagedBacklog) Purge() int {
 	n := b.Len()
-	if b.transient && b.diskN > 0 {
-		// A spill queue has no record: drop its entries (and bodies), in
-		// the background, since this runs under the queue's lock and a
-		// large spill takes a while. A restart drops them too.
-		store, qid, logErr := b.store, b.qid, b.log
-		go func() {
-			if err := store.DeleteQueue("", "", qid); err != nil && !errors.Is(err, persist.ErrClosed) {
-				logErr(err)
-			}
-		}()
+	if b.spill != nil {
+		if err := b.spill.remove(); err != nil {
+			b.log(err)
+		}
 	}
 	b.mem.Purge()
 	b.diskN, b.diskBytes, b.storedMax = 0, 0, 0

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
@@ -64,39 +68,61 @@ func TestPagedBacklogOrder(t *testing.T) {
 }
 
 // TestPagedBacklogTransient spills a non-durable queue's messages past a
-// window of 2 to the store and checks that they come back in order and
-// leave nothing behind in the store.
+// window of 2 to its spill log, over several segments, and checks that
+// they come back in order with their properties, that the segments read
+// are deleted, that nothing goes to the store, and that a purge removes
+// the log.
 func TestPagedBacklogTransient(t *testing.T) {
 	st := persist.NewMemory()
 	defer st.Close()
-	var ids uint64
-	b := newPagedBacklog(st, transientQueueBase|1, 2, func(err error) { t.Error(err) })
-	b.transient, b.nextMsgID = true, func() uint64 { ids++; return ids }
+	dir := filepath.Join(t.TempDir(), "q1")
+	b := newPagedBacklog(st, 0, 2, func(err error) { t.Error(err) })
+	b.spill = newSpillLog(dir)
+	b.spill.segMax = 64 // a few records per segment
 	q := queue.New(queue.Decl{Name: "tq"}, queue.Options{Backlog: b})
+	props, _ := (&amqp.Properties{DeliveryMode: 2, Headers: amqp.Table{"h": "v"}}).Append(nil)
 	for i := 1; i <= 10; i++ {
-		q.Enqueue(&queue.Message{Body: []byte(fmt.Sprint(i))})
+		q.Enqueue(&queue.Message{Exchange: "x", RoutingKey: fmt.Sprint("k", i), Props: props, Body: []byte(fmt.Sprint(i)), Persistent: true})
 	}
 	if b.diskN != 8 {
 		t.Fatalf("%d entries spilled, want 8", b.diskN)
 	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.spill"))
+	if len(segs) < 2 {
+		t.Fatalf("%d spill segments, want several", len(segs))
+	}
 	var got []string
-	for {
+	for i := 1; ; i++ {
 		e, _, ok := q.Get()
 		if !ok {
 			break
 		}
-		if e.Msg.StoreID != 0 || e.Msg.Persistent {
-			t.Fatalf("a loaded transient message looks stored: %+v", e.Msg)
+		m := e.Msg
+		if m.StoreID != 0 || !m.Persistent || m.Exchange != "x" || m.RoutingKey != fmt.Sprint("k", i) || !bytes.Equal(m.Props, props) {
+			t.Fatalf("message %d came back as %+v", i, m)
 		}
-		got = append(got, string(e.Msg.Body))
+		got = append(got, string(m.Body))
+		if i == 6 {
+			// Enqueue while the log is being read: the order holds.
+			q.Enqueue(&queue.Message{Exchange: "x", RoutingKey: "k11", Props: props, Body: []byte("11"), Persistent: true})
+		}
 	}
-	if fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10]" {
+	if fmt.Sprint(got) != "[1 2 3 4 5 6 7 8 9 10 11]" {
 		t.Fatalf("order %v", got)
 	}
-	if err := st.Sync(); err != nil {
-		t.Fatal(err)
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.spill")); len(left) > 1 {
+		t.Fatalf("read segments were not deleted: %v", left)
 	}
-	if n, _, err := st.QueueCounts(transientQueueBase | 1); err != nil || n != 0 {
-		t.Fatalf("%d spilled entries left in the store (%v)", n, err)
+	if s := st.Stats(); s.Messages != 0 {
+		t.Fatalf("%d messages went to the store", s.Messages)
+	}
+	for i := 1; i <= 10; i++ {
+		q.Enqueue(&queue.Message{Body: []byte(fmt.Sprint(i))})
+	}
+	if n := q.Purge(); n != 10 {
+		t.Fatalf("purged %d, want 10", n)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the spill log survived a purge: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,11 @@ func New(cfg Config) (*Server, error) {
 		limit = memoryLimit(cfg.MemoryHighWatermark)
 	}
 	s.alarms = newAlarmState(limit)
+	// What non-durable queues spilled before a restart is gone for good.
+	if err := os.RemoveAll(s.spillDir()); err != nil {
+		s.store.Close()
+		return nil, fmt.Errorf("empty the spill directory: %w", err)
+	}
 	if err := s.loadAuth(); err != nil {
 		s.store.Close()
 		return nil, err
