@@ -52,6 +52,26 @@ func acUser(t T, tg Target, perms []string, tags ...string) (Target, string) {
 	return out, name
 }
 
+// acNewVHost creates a fresh vhost where the target's user has full
+// permissions, removed when the case ends, and returns a target that
+// connects to it.
+func acNewVHost(t T, tg Target) (Target, string) {
+	t.Helper()
+	vh := clUniq("vhost")
+	if err := tg.Admin.AddVHost(vh); err != nil {
+		t.Fatalf("add vhost: %v", err)
+	}
+	t.Cleanup(func() { tg.Admin.DeleteVHost(vh) })
+	if err := tg.Admin.SetPermissions(vh, clUrlUser(tg), ".*", ".*", ".*"); err != nil {
+		t.Fatalf("set permissions: %v", err)
+	}
+	u, _ := url.Parse(tg.URL)
+	pw, _ := u.User.Password()
+	other := tg
+	other.URL = acURL(tg, clUrlUser(tg), pw, vh)
+	return other, vh
+}
+
 // acExpectRefused checks a channel-level 403 with RabbitMQ's text
 // "ACCESS_REFUSED - access to <kind> '<name>' in vhost '<vhost>' refused
 // for user '<user>'" (perm is which permission was missing; RabbitMQ's text
@@ -131,18 +151,7 @@ func init() {
 		}),
 		acCase("vhost-isolation", func(t T, tg Target) {
 			// A queue in one vhost is invisible from another.
-			vh := clUniq("vhost")
-			if err := tg.Admin.AddVHost(vh); err != nil {
-				t.Fatalf("add vhost: %v", err)
-			}
-			t.Cleanup(func() { tg.Admin.DeleteVHost(vh) })
-			if err := tg.Admin.SetPermissions(vh, clUrlUser(tg), ".*", ".*", ".*"); err != nil {
-				t.Fatalf("set permissions: %v", err)
-			}
-			u, _ := url.Parse(tg.URL)
-			pw, _ := u.User.Password()
-			other := tg
-			other.URL = acURL(tg, clUrlUser(tg), pw, vh)
+			other, vh := acNewVHost(t, tg)
 			oconn, och := clDialChan(t, other)
 			q := clUniq("iso")
 			if _, err := och.QueueDeclare(q, false, false, false, false, nil); err != nil {
@@ -160,18 +169,7 @@ func init() {
 			_ = oconn
 		}),
 		acCase("vhost-delete-closes-connections", func(t T, tg Target) {
-			vh := clUniq("vhost")
-			if err := tg.Admin.AddVHost(vh); err != nil {
-				t.Fatalf("add vhost: %v", err)
-			}
-			if err := tg.Admin.SetPermissions(vh, clUrlUser(tg), ".*", ".*", ".*"); err != nil {
-				tg.Admin.DeleteVHost(vh)
-				t.Fatalf("set permissions: %v", err)
-			}
-			u, _ := url.Parse(tg.URL)
-			pw, _ := u.User.Password()
-			other := tg
-			other.URL = acURL(tg, clUrlUser(tg), pw, vh)
+			other, vh := acNewVHost(t, tg)
 			conn := clDial(t, other)
 			closes := conn.NotifyClose(make(chan *amqp.Error, 1))
 			if err := tg.Admin.DeleteVHost(vh); err != nil {
@@ -410,21 +408,10 @@ func init() {
 			}
 		}),
 		acCase("vhost-max-queues-limit", func(t T, tg Target) {
-			vh := clUniq("vhost")
-			if err := tg.Admin.AddVHost(vh); err != nil {
-				t.Fatalf("add vhost: %v", err)
-			}
-			t.Cleanup(func() { tg.Admin.DeleteVHost(vh) })
-			if err := tg.Admin.SetPermissions(vh, clUrlUser(tg), ".*", ".*", ".*"); err != nil {
-				t.Fatalf("set permissions: %v", err)
-			}
+			other, vh := acNewVHost(t, tg)
 			if err := tg.Admin.SetVHostLimit(vh, "max-queues", 1); err != nil {
 				t.Fatalf("set limit: %v", err)
 			}
-			u, _ := url.Parse(tg.URL)
-			pw, _ := u.User.Password()
-			other := tg
-			other.URL = acURL(tg, clUrlUser(tg), pw, vh)
 			conn, ch := clDialChan(t, other)
 			if _, err := ch.QueueDeclare("q1", false, false, false, false, nil); err != nil {
 				t.Fatalf("first queue: %v", err)
@@ -439,21 +426,10 @@ func init() {
 			}
 		}),
 		acCase("vhost-max-connections-limit", func(t T, tg Target) {
-			vh := clUniq("vhost")
-			if err := tg.Admin.AddVHost(vh); err != nil {
-				t.Fatalf("add vhost: %v", err)
-			}
-			t.Cleanup(func() { tg.Admin.DeleteVHost(vh) })
-			if err := tg.Admin.SetPermissions(vh, clUrlUser(tg), ".*", ".*", ".*"); err != nil {
-				t.Fatalf("set permissions: %v", err)
-			}
+			other, vh := acNewVHost(t, tg)
 			if err := tg.Admin.SetVHostLimit(vh, "max-connections", 1); err != nil {
 				t.Fatalf("set limit: %v", err)
 			}
-			u, _ := url.Parse(tg.URL)
-			pw, _ := u.User.Password()
-			other := tg
-			other.URL = acURL(tg, clUrlUser(tg), pw, vh)
 			clDial(t, other)
 			_, _, _, err := clConnect(other, clWaitTimeout)
 			var ae *amqp.Error
