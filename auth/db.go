@@ -500,15 +500,23 @@ func (db *DB) SetPermission(p Permission) error {
 		return err
 	}
 	return db.change(func() error {
-		if _, ok := db.users[p.User]; !ok {
-			return ErrNoUser
-		}
-		if _, ok := db.vhosts[p.VHost]; !ok {
-			return ErrNoVHost
+		if err := db.userAndVHost(p.User, p.VHost); err != nil {
+			return err
 		}
 		db.perms[pkey{p.VHost, p.User}] = cp
 		return nil
 	})
+}
+
+// userAndVHost checks that both exist; db.mu is held.
+func (db *DB) userAndVHost(user, vhost string) error {
+	if _, ok := db.users[user]; !ok {
+		return ErrNoUser
+	}
+	if _, ok := db.vhosts[vhost]; !ok {
+		return ErrNoVHost
+	}
+	return nil
 }
 
 // ClearPermission removes a user's permissions in a vhost (absent is not
@@ -546,11 +554,8 @@ func (db *DB) SetTopicPermission(p TopicPermission) error {
 		return err
 	}
 	return db.change(func() error {
-		if _, ok := db.users[p.User]; !ok {
-			return ErrNoUser
-		}
-		if _, ok := db.vhosts[p.VHost]; !ok {
-			return ErrNoVHost
+		if err := db.userAndVHost(p.User, p.VHost); err != nil {
+			return err
 		}
 		k := pkey{p.VHost, p.User}
 		ts := slices.DeleteFunc(slices.Clone(db.topics[k]), func(t *compiledTopic) bool { return t.Exchange == p.Exchange })
