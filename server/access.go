@@ -230,7 +230,7 @@ type publishPermCache struct {
 // but are never refused).
 func (v *vhost) admitConnection(user string, admin bool) *amqp.Error {
 	rec, _ := v.srv.auth.VHost(v.name)
-	limit, ok := auth.Limit(rec.Limits, "max-connections")
+	limit, ok := rec.Limits["max-connections"]
 	if n := v.conns.Add(1); ok && !admin && n > limit {
 		v.conns.Add(-1)
 		v.log.Warn().Str("vhost", v.name).Str("user", user).Int64("limit", limit).Msg("connection refused: vhost connection limit reached")
@@ -243,7 +243,7 @@ func (v *vhost) admitConnection(user string, admin bool) *amqp.Error {
 // limit is reached. v.mu must be held.
 func (v *vhost) admitQueue(name string) *amqp.Error {
 	rec, _ := v.srv.auth.VHost(v.name)
-	if limit, ok := auth.Limit(rec.Limits, "max-queues"); ok && int64(len(v.queues)) >= limit {
+	if limit, ok := rec.Limits["max-queues"]; ok && int64(len(v.queues)) >= limit {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, limit)
 	}
 	return nil

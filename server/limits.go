@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
-	"github.com/warrenmq/warren/auth"
 )
 
 // Limits that keep one client from exhausting the broker. The vhost's
@@ -49,7 +48,7 @@ func (s *Server) admitSocket(nc net.Conn) bool {
 // with RabbitMQ's 530 and text. Management sessions are not limited.
 func (c *conn) admitUser(admin bool) *amqp.Error {
 	u, _ := c.srv.auth.User(c.user)
-	limit, ok := auth.Limit(u.Limits, "max-connections")
+	limit, ok := u.Limits["max-connections"]
 	if !ok || admin {
 		return nil
 	}
@@ -126,7 +125,7 @@ func (o *outbox) waitRoom(limit int, quit <-chan struct{}) error {
 // connection-level 530.
 func (c *conn) admitChannel() *amqp.Error {
 	u, _ := c.srv.auth.User(c.user)
-	limit, ok := auth.Limit(u.Limits, "max-channels")
+	limit, ok := u.Limits["max-channels"]
 	if !ok {
 		return nil
 	}
