@@ -57,7 +57,11 @@ func Open(dir string, opts Options) (Store, error) {
 		return nil, fmt.Errorf("persist: open %s: %w", dir, err)
 	}
 	k := &badgerKV{db: db, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
-	e, err := newEngine(k, opts.Logger)
+	wdir := filepath.Join(dir, walDir)
+	if opts.NoWAL {
+		wdir = ""
+	}
+	e, err := newEngine(k, opts.Logger, wdir, opts.NoSync)
 	if err != nil {
 		if cerr := db.Close(); cerr != nil {
 			err = errors.Join(err, cerr)

@@ -34,10 +34,11 @@ func (s *engine) run() {
 		for len(s.cur.ops) == 0 {
 			if s.closed {
 				s.mu.Unlock()
+				s.applyPending()
 				return
 			}
 			s.mu.Unlock()
-			<-s.wake
+			s.idle()
 			s.mu.Lock()
 		}
 		if n := len(s.cur.ops); n < lastN/2 && linger > 0 {
@@ -72,6 +73,30 @@ func (s *engine) run() {
 		s.spare = b
 		s.mu.Unlock()
 	}
+}
+
+// idle waits for the next op; with ops pending in the message log, at most
+// until they are due, and then applies them.
+func (s *engine) idle() {
+	due := s.pendingDue()
+	if due < 0 {
+		<-s.wake
+		return
+	}
+	if due > 0 {
+		if s.idleTimer == nil {
+			s.idleTimer = time.NewTimer(due)
+		} else {
+			s.idleTimer.Reset(due)
+		}
+		select {
+		case <-s.wake:
+			s.idleTimer.Stop()
+			return
+		case <-s.idleTimer.C:
+		}
+	}
+	s.applyPending()
 }
 
 // entryRef names a queue entry in foldBatch's maps.
@@ -143,9 +168,19 @@ func (s *engine) foldBatch(ops []op) {
 	}
 }
 
-// commitBatch writes ops in as few transactions as the backend's limits
-// allow, never splitting an op, then calls each op's done in order.
+// commitBatch commits a batch taken by the committer: through the message
+// log when the store has one (commitLogged), else straight to the kv.
 func (s *engine) commitBatch(ops []op) {
+	if s.wl != nil {
+		s.commitLogged(ops)
+		return
+	}
+	s.commitKV(ops)
+}
+
+// commitKV writes ops in as few transactions as the backend's limits
+// allow, never splitting an op, then calls each op's done in order.
+func (s *engine) commitKV(ops []op) {
 	s.statsMu.Lock()
 	s.stats.Batches++
 	s.statsMu.Unlock()
@@ -154,6 +189,12 @@ func (s *engine) commitBatch(ops []op) {
 		clear(s.fold)
 		clear(s.foldDelivered)
 	}()
+	s.forRanges(ops, s.commitRange)
+}
+
+// forRanges cuts ops into ranges that fit in one transaction, never
+// splitting an op, and calls fn for each in order.
+func (s *engine) forRanges(ops []op, fn func([]op)) {
 	maxCount, maxSize := s.kv.limits()
 	// Room for the meta msgID write.
 	maxCount--
@@ -170,7 +211,7 @@ func (s *engine) commitBatch(ops []op) {
 			size += z
 			j++
 		}
-		s.commitRange(ops[i:j])
+		fn(ops[i:j])
 		i = j
 	}
 }
@@ -241,9 +282,12 @@ func (s *engine) tryCommit(ops []op) error {
 	s.statsMu.Lock()
 	st := &s.stats
 	st.Commits++
-	st.Ops += uint64(len(ops))
-	st.Messages += s.txnStats.messages
-	st.Entries += s.txnStats.entries
+	if !s.applying {
+		// Ops applied from the message log were counted when logged.
+		st.Ops += uint64(len(ops))
+		st.Messages += s.txnStats.messages
+		st.Entries += s.txnStats.entries
+	}
 	st.Settled += s.txnStats.settled
 	st.FsyncTotal += d
 	st.FsyncMax = max(st.FsyncMax, d)
@@ -367,6 +411,7 @@ func (s *engine) apply(txn kvTxn, o *op) error {
 		}
 	case opDropQueue:
 		return s.dropQueueChunk(txn, o)
+	case opSync:
 	case opCheck:
 		c, err := s.check(txn)
 		if err == nil {
@@ -392,13 +437,27 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 		if _, ok := dead[e.QueueID]; ok {
 			continue
 		}
+		if s.replaying && !s.replayLive[e.QueueID] {
+			continue
+		}
+		k := appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq)
+		if s.replaying {
+			// The kv may have this entry already: the checkpoint is
+			// older than the last apply.
+			err := txn.get(k, func([]byte) error { return nil })
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
 		var flags byte
 		if len(s.foldDelivered) > 0 {
 			if _, ok := s.foldDelivered[entryRef{e.QueueID, e.Seq}]; ok {
 				flags = flagDelivered
 			}
 		}
-		k := appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq)
 		v := appendEntryVal(s.alloc(entryValLen+8), msgID, flags, e.Expires)
 		if err := txn.set(k, v); err != nil {
 			return err
@@ -409,6 +468,17 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 		return nil
 	}
 	rc := s.refcount(msgID)
+	if rc > 0 && s.replaying {
+		// Entries of the message were there before the replay; its body
+		// should be too, but write it again if not.
+		err := txn.get(appendBodyKey(s.alloc(bodyKeyLen), msgID), func([]byte) error { return nil })
+		if errors.Is(err, ErrNotFound) {
+			rc = 0
+			s.log("persist: replay: message %d had entries but no body; body restored from the log", msgID)
+		} else if err != nil {
+			return err
+		}
+	}
 	if rc == 0 {
 		v := appendMessage(s.alloc(messageSize(m)), m)
 		if err := txn.set(appendBodyKey(s.alloc(bodyKeyLen), msgID), v); err != nil {
@@ -416,7 +486,7 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 		}
 		s.txnStats.messages++
 	}
-	s.ov[msgID] = rc + n
+	s.ov[msgID] = s.refcount(msgID) + n
 	s.txnStats.entries += uint64(n)
 	s.txnMaxID = max(s.txnMaxID, msgID)
 	return nil

@@ -19,9 +19,10 @@
 // definition writes alike, is an op appended to the current batch (a slice
 // under a mutex; the entries of all ops share one backing array per batch).
 // The first op of an empty batch wakes the committer. The committer swaps
-// the batch for an empty one, so submitters never wait for disk, applies
-// every op to one transaction and commits it with SyncWrites (one fsync for
-// the whole batch), then calls the ops' done callbacks in order. While it is
+// the batch for an empty one, so submitters never wait for disk, makes the
+// whole batch durable with one fsync (a record of the message log, below, or
+// one Badger transaction with SyncWrites), then calls the ops' done
+// callbacks in order. While it is
 // writing, the next batch fills up; so under load batches grow until one
 // fsync covers everything that arrived during the previous one.
 //
@@ -50,6 +51,39 @@
 // Publish never blocks, so the batch can grow without bound while the disk
 // is slow: the broker applies backpressure from its own count of
 // unconfirmed messages, or from Stats().Pending.
+//
+// # Message log
+//
+// The Badger store (unless Options.NoWAL) puts a message log in front of
+// the kv for message ops (Publish, Settle, Delivered, Atomic): wal.go has
+// its file format. A batch of message ops is encoded as one log record,
+// written with one write and one fdatasync, and its done callbacks run
+// then: the log is what makes a confirm durable. The ops stay in memory
+// (pending) and are applied to the kv later, in one go, when walPendAge has
+// passed since the first of them, or walPendOps or walPendBytes is reached,
+// or before anything that needs the kv to show them: a definition write,
+// Sync, a read. A publish settled before the apply (a consumer acked it
+// within the window) is folded away with its settle (foldBatch), so the
+// common case of a short queue never touches Badger at all; a backlog is
+// written to Badger in large transactions.
+//
+// Each apply commits its transactions with Badger's own fsync and then
+// writes the checkpoint (metaWAL): the log position up to which the kv has
+// everything. Segments wholly before the checkpoint are released, up to
+// walMaxSpares of them kept for reuse. Open replays the log from the
+// checkpoint into the kv before the committer starts. The replay is
+// idempotent, because the kv may already hold ops past the checkpoint (a
+// crash between an apply and its checkpoint): a replayed publish skips
+// entries that exist and entries of queues that no longer exist, and
+// settles and delivered marks of absent entries are no-ops anyway. The
+// replay does not fold. Definition writes never go through the log: they
+// are committed to the kv with an fsync, after the pending ops are applied,
+// so the kv sees every op in submission order.
+//
+// If an apply fails, its ops are in the log only: the checkpoint stops
+// moving (a restart replays from it) and segments are no longer released.
+// A failed log write fails the batch's ops and abandons the segment, so no
+// valid record ever follows a damaged one.
 //
 // # Goroutines and locks
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // engine implements Store on any kv. See doc.go for the design.
@@ -45,6 +46,15 @@ type engine struct {
 	fold          map[entryRef]*QueueSeq
 	foldDelivered map[entryRef]struct{}
 
+	// Message log (nil without one; see walengine.go). Committer-owned,
+	// except pendCount (ops logged but not applied), read by readers.
+	wl         *walState
+	pendCount  atomic.Int64
+	idleTimer  *time.Timer
+	applying   bool            // applying logged ops: their stats are counted
+	replaying  bool            // Open is replaying the log: publishes are idempotent
+	replayLive map[uint64]bool // queues that exist, during the replay
+
 	statsMu sync.Mutex
 	stats   Stats
 }
@@ -68,6 +78,7 @@ const (
 	opWrite     // definition writes
 	opDropQueue // one chunk of DeleteQueue
 	opCheck     // invariant check (tests)
+	opSync      // nothing to write: waits for what is before it (Sync)
 )
 
 type op struct {
@@ -82,6 +93,7 @@ type op struct {
 	seq     uint64  // opDropQueue: first seq to look at
 	next    *uint64 // opDropQueue: set to the seq after the last one dropped
 	checked *error  // opCheck: what the check found
+	err     error   // set by the committer: the op failed before it was written
 	done    func(error)
 }
 
@@ -96,7 +108,9 @@ const (
 	recoverChunk = 4096      // orphan keys deleted per transaction at Open
 )
 
-func newEngine(k kv, logf func(string, ...any)) (*engine, error) {
+// newEngine recovers the store in k and starts its committer. With a
+// non-empty walDir, message ops go through the message log kept there.
+func newEngine(k kv, logf func(string, ...any), walDir string, walNoSync bool) (*engine, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -116,6 +130,11 @@ func newEngine(k kv, logf func(string, ...any)) (*engine, error) {
 	}
 	if err := s.recover(); err != nil {
 		return nil, err
+	}
+	if walDir != "" {
+		if err := s.openLog(walDir, walNoSync); err != nil {
+			return nil, err
+		}
 	}
 	go s.run()
 	return s, nil
@@ -344,6 +363,7 @@ func (s *engine) Definitions() (Definitions, error) {
 }
 
 func (s *engine) RecoverQueue(queueID uint64, fn func(e RecoveredEntry) error) (uint64, error) {
+	s.flushForRead()
 	var maxSeq uint64
 	var dangling []QueueSeq
 	err := s.kv.view(func(r kvReader) error {
@@ -381,6 +401,7 @@ func (s *engine) RecoverQueue(queueID uint64, fn func(e RecoveredEntry) error) (
 }
 
 func (s *engine) LoadMessage(msgID uint64) (MessageRecord, error) {
+	s.flushForRead()
 	var m MessageRecord
 	err := s.kv.view(func(r kvReader) error {
 		return r.get(bodyKey(msgID), func(v []byte) error {
@@ -416,7 +437,11 @@ func (s *engine) Close() error {
 	s.mu.Unlock()
 	s.kick()
 	<-s.stopped
-	return s.kv.close()
+	var werr error
+	if s.wl != nil {
+		werr = s.wl.w.close()
+	}
+	return errors.Join(werr, s.kv.close())
 }
 
 // Check verifies a store's invariants: every entry has its body, every body

@@ -21,7 +21,9 @@ package persist
 //
 // Meta ids: metaQueueID holds the largest queue id ever assigned, metaMsgID
 // the largest message id ever stored; both are written in the same
-// transaction as the record that raised them.
+// transaction as the record that raised them. metaWAL is the message log's
+// checkpoint: the log position (segment u64 | offset u64) from which a
+// replay at Open must start.
 //
 // Message bodies are stored once (kindBody) and referenced by entries; the
 // reference counts are kept in memory by the committer and rebuilt at Open
@@ -45,6 +47,7 @@ const (
 const (
 	metaQueueID byte = 0x01
 	metaMsgID   byte = 0x02
+	metaWAL     byte = 0x03 // message log checkpoint: segment u64 | offset u64
 )
 
 const (

@@ -16,7 +16,7 @@ var errScanLimit = errors.New("persist: scan limit reached")
 
 // Sync waits until every op submitted before it is durable.
 func (s *engine) Sync() error {
-	return s.submitWait(op{kind: opWrite})
+	return s.submitWait(op{kind: opSync})
 }
 
 // ScanQueue calls fn for at most limit entries of the queue with Seq >=
@@ -29,6 +29,7 @@ func (s *engine) Sync() error {
 // bodies mostly have consecutive ids, so that is a step to the next key
 // instead of one lookup through every level per body.
 func (s *engine) ScanQueue(queueID, from uint64, limit int, withBodies bool, fn func(e RecoveredEntry) error) error {
+	s.flushForRead()
 	if limit <= 0 {
 		return nil
 	}
@@ -125,6 +126,7 @@ func loadBodies(r kvReader, es []RecoveredEntry) error {
 // QueueCounts returns how many entries the queue has and the largest Seq,
 // reading keys only.
 func (s *engine) QueueCounts(queueID uint64) (count int, maxSeq uint64, err error) {
+	s.flushForRead()
 	err = s.kv.view(func(r kvReader) error {
 		return r.scan(entryPrefix(queueID), true, func(k, _ []byte) error {
 			_, seq, _ := parseEntryKey(k)

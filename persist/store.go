@@ -203,6 +203,9 @@ type Options struct {
 	// dropped from the process's resident set (default 250 ms; negative
 	// disables it). See trimMapped.
 	TrimInterval time.Duration
+	// NoWAL turns the message log off: message ops are committed to Badger
+	// directly, one synced transaction per batch. For comparisons.
+	NoWAL bool
 	// MemTableSize overrides Badger's memtable size (bytes) when > 0. The
 	// largest transaction is about 15% of it.
 	MemTableSize int64

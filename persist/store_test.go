@@ -75,12 +75,22 @@ func openBadger(t testing.TB, dir string, o persist.Options) persist.Store {
 	return s
 }
 
-func TestBadger(t *testing.T) {
+func TestBadger(t *testing.T) { testBadger(t, testOptions()) }
+
+// TestBadgerNoWAL runs the suite with message ops committed to Badger
+// directly, one synced transaction per batch.
+func TestBadgerNoWAL(t *testing.T) {
+	o := testOptions()
+	o.NoWAL = true
+	testBadger(t, o)
+}
+
+func testBadger(t *testing.T, o persist.Options) {
 	var mu sync.Mutex
 	dirs := map[persist.Store]string{}
 	open := func(t *testing.T) persist.Store {
 		dir := memDir(t)
-		s := openBadger(t, dir, testOptions())
+		s := openBadger(t, dir, o)
 		mu.Lock()
 		dirs[s] = dir
 		mu.Unlock()
@@ -93,7 +103,7 @@ func TestBadger(t *testing.T) {
 		mu.Lock()
 		dir := dirs[s]
 		mu.Unlock()
-		n := openBadger(t, dir, testOptions())
+		n := openBadger(t, dir, o)
 		mu.Lock()
 		dirs[n] = dir
 		mu.Unlock()

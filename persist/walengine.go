@@ -1,0 +1,344 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// How long message ops may wait in the log before they are applied to the
+// kv (see "Message log" in doc.go). Any of the three triggers an apply.
+const (
+	walPendAge   = 100 * time.Millisecond
+	walPendBytes = 16 << 20 // message bytes held for the apply
+	walPendOps   = 1 << 13
+)
+
+// walState is the committer's side of the message log.
+type walState struct {
+	w         *wal
+	pend      batch // logged, durable, not yet applied to the kv
+	pendBytes int64
+	pendSince time.Time
+	// held is set when an apply failed: the ops it carried are only in the
+	// log, so the checkpoint stays where it is (a restart replays them)
+	// and no segment is released any more.
+	held error
+	ckpt walPos // the checkpoint last written
+}
+
+// openLog opens the message log in dir, replays what the last checkpoint
+// does not cover into the kv, and checkpoints. It runs in Open after
+// recover, before the committer starts.
+func (s *engine) openLog(dir string, noSync bool) error {
+	w, err := openWAL(dir, noSync)
+	if err != nil {
+		return fmt.Errorf("persist: open message log: %w", err)
+	}
+	var from walPos
+	err = s.kv.view(func(r kvReader) error {
+		return r.get(metaKey(metaWAL), func(v []byte) error {
+			p, ok := parseWALPos(v)
+			if !ok {
+				return fmt.Errorf("%w: log checkpoint %x", ErrCorrupt, v)
+			}
+			from = p
+			return nil
+		})
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("persist: read log checkpoint: %w", err)
+	}
+	s.wl = &walState{w: w}
+	live := make(map[uint64]bool, len(s.names))
+	for _, id := range s.names {
+		live[id] = true
+	}
+	s.replaying, s.replayLive = true, live
+	var ops []op
+	var bytes int64
+	var records, replayed int
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		err := s.applyOps(ops)
+		replayed += len(ops)
+		ops, bytes = ops[:0], 0
+		return err
+	}
+	last, err := replayWAL(dir, from, func(payload []byte) error {
+		dec, err := walDecode(payload)
+		if err != nil {
+			// A valid CRC over an undecodable payload: a bug, not a torn
+			// write. Stop rather than guess.
+			return err
+		}
+		records++
+		ops = append(ops, dec...)
+		bytes += int64(len(payload))
+		if bytes > walPendBytes {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	s.replaying, s.replayLive = false, nil
+	if err != nil {
+		return fmt.Errorf("persist: replay message log: %w", err)
+	}
+	if records > 0 {
+		s.log("persist: replayed %d ops from %d log records", replayed, records)
+	}
+	// Everything in the log is in the kv now: later writes go to a new
+	// segment, and the old ones go once the checkpoint says so.
+	w.pos = walPos{seg: last}
+	next := walPos{seg: last + 1}
+	if err := s.writeCheckpoint(next); err != nil {
+		return err
+	}
+	return w.release(next.seg)
+}
+
+// applyOps applies ops to the kv in as many durable transactions as its
+// limits need. They were logged before: no done is called.
+func (s *engine) applyOps(ops []op) error {
+	s.applying = true
+	defer func() { s.applying = false }()
+	var failed error
+	s.forRanges(ops, func(r []op) {
+		if err := s.commitOps(r); err != nil && failed == nil {
+			failed = err
+		}
+	})
+	return failed
+}
+
+// commitOps is commitRange without callbacks, returning the error.
+func (s *engine) commitOps(ops []op) error {
+	err := s.tryCommit(ops)
+	if errors.Is(err, errTooBig) && len(ops) > 1 {
+		h := len(ops) / 2
+		return errors.Join(s.commitOps(ops[:h]), s.commitOps(ops[h:]))
+	}
+	return err
+}
+
+func (s *engine) writeCheckpoint(p walPos) error {
+	txn := s.kv.begin()
+	defer txn.discard()
+	if err := txn.set(metaKey(metaWAL), p.bytes()); err != nil {
+		return err
+	}
+	// Message ids logged but never applied (settled before the apply)
+	// count as used too.
+	hw := s.nextMsgID.Load() - 1
+	if hw > s.storedHW {
+		if err := txn.set(metaKey(metaMsgID), u64(hw)); err != nil {
+			return err
+		}
+	}
+	if err := txn.commit(); err != nil {
+		return fmt.Errorf("persist: write log checkpoint: %w", err)
+	}
+	s.storedHW = max(s.storedHW, hw)
+	s.wl.ckpt = p
+	return nil
+}
+
+// commitLogged is commitBatch with the message log: a batch of message
+// ops (and Syncs) is one log record and one fdatasync, and the ops wait in
+// pend for a later apply; any other op first applies what is pending and
+// then takes the kv path, as without the log.
+func (s *engine) commitLogged(ops []op) {
+	msgs, syncs := 0, 0
+	for i := range ops {
+		switch k := ops[i].kind; {
+		case walLoggable(k):
+			msgs++
+		case k == opSync:
+			syncs++
+		default:
+			s.applyPending()
+			s.commitKV(ops)
+			return
+		}
+	}
+	var err error
+	if msgs > 0 {
+		s.rejectOversized(ops)
+		t0 := time.Now()
+		err = s.wl.w.appendOps(ops)
+		d := time.Since(t0)
+		s.statsMu.Lock()
+		st := &s.stats
+		st.Batches++
+		if err == nil {
+			st.Commits++
+			st.Ops += uint64(len(ops))
+			st.FsyncTotal += d
+			st.FsyncMax = max(st.FsyncMax, d)
+			st.Fsync.observe(d)
+		} else {
+			st.FailedTxns++
+		}
+		s.statsMu.Unlock()
+		if err != nil {
+			s.log("persist: message log write of %d ops failed: %v", len(ops), err)
+		} else {
+			s.hold(ops)
+		}
+	}
+	if syncs > 0 {
+		// Sync promises that ScanQueue sees everything before it.
+		s.applyPending()
+	}
+	for i := range ops {
+		if d := ops[i].done; d != nil {
+			if ops[i].err != nil {
+				d(ops[i].err)
+			} else {
+				d(err)
+			}
+		}
+	}
+	s.maybeApply()
+}
+
+// rejectOversized fails the ops that no kv transaction could hold (an
+// Atomic op is applied in one transaction): they are not logged.
+func (s *engine) rejectOversized(ops []op) {
+	maxCount, maxSize := s.kv.limits()
+	maxCount--
+	maxSize -= s.kv.entrySize(2, 8)
+	for i := range ops {
+		if c, z := s.estimate(&ops[i]); c > maxCount || z > maxSize {
+			ops[i].err = fmt.Errorf("%w: one op of %d writes, %d bytes", errTooBig, c, z)
+			s.log("persist: %v", ops[i].err)
+		}
+	}
+}
+
+// hold copies the message ops of a logged batch into pend (the batch's
+// buffers are reused).
+func (s *engine) hold(ops []op) {
+	p := &s.wl.pend
+	if len(p.ops) == 0 {
+		s.wl.pendSince = time.Now()
+	}
+	var msgs, entries, maxID uint64
+	for i := range ops {
+		o := ops[i]
+		if !walLoggable(o.kind) || o.err != nil {
+			continue
+		}
+		o.done = nil
+		if len(o.qs) > 0 {
+			start := len(p.qs)
+			p.qs = append(p.qs, o.qs...)
+			o.qs = p.qs[start:len(p.qs):len(p.qs)]
+		}
+		switch o.kind {
+		case opPublish:
+			maxID = max(maxID, o.msgID)
+			s.wl.pendBytes += int64(len(o.msg.Body) + len(o.msg.Props))
+			msgs++
+			entries += uint64(len(o.qs))
+		case opAtomic:
+			for j := range o.pubs {
+				maxID = max(maxID, o.pubs[j].MsgID)
+				s.wl.pendBytes += int64(len(o.pubs[j].Msg.Body) + len(o.pubs[j].Msg.Props))
+				entries += uint64(len(o.pubs[j].Entries))
+			}
+			msgs += uint64(len(o.pubs))
+		}
+		p.ops = append(p.ops, o)
+	}
+	s.pendCount.Store(int64(len(p.ops)))
+	if s.nextMsgID.Load() <= maxID {
+		s.nextMsgID.Store(maxID + 1)
+	}
+	s.statsMu.Lock()
+	s.stats.Messages += msgs
+	s.stats.Entries += entries
+	s.statsMu.Unlock()
+}
+
+// maybeApply applies the pending ops when one of the walPend limits is
+// reached.
+func (s *engine) maybeApply() {
+	w := s.wl
+	if len(w.pend.ops) == 0 {
+		return
+	}
+	if w.pendBytes >= walPendBytes || len(w.pend.ops) >= walPendOps || time.Since(w.pendSince) >= walPendAge {
+		s.applyPending()
+	}
+}
+
+// pendingDue is how long until the pending ops are due (0: now), or -1
+// when nothing is pending.
+func (s *engine) pendingDue() time.Duration {
+	if s.wl == nil || len(s.wl.pend.ops) == 0 {
+		return -1
+	}
+	return max(walPendAge-time.Since(s.wl.pendSince), 0)
+}
+
+// applyPending folds the pending ops (publishes settled before the apply
+// are never written), applies them to the kv durably, and moves the
+// checkpoint to the end of the log, releasing the segments before it.
+func (s *engine) applyPending() {
+	w := s.wl
+	if w == nil {
+		return
+	}
+	p := &w.pend
+	if len(p.ops) > 0 {
+		s.foldBatch(p.ops)
+		err := s.applyOps(p.ops)
+		clear(s.fold)
+		clear(s.foldDelivered)
+		if err != nil && w.held == nil {
+			w.held = err
+			s.log("persist: applying the message log failed: %v; the log is kept from here on and a restart replays it", err)
+		}
+		if cap(p.ops) > 2*walPendOps {
+			p.ops = nil
+		} else {
+			clear(p.ops)
+			p.ops = p.ops[:0]
+		}
+		if cap(p.qs) > 8*walPendOps {
+			p.qs = nil
+		} else {
+			p.qs = p.qs[:0]
+		}
+		w.pendBytes = 0
+		s.pendCount.Store(0)
+	}
+	if w.held != nil || w.w.f == nil {
+		return
+	}
+	end := w.w.pos
+	if end == w.ckpt {
+		return
+	}
+	if err := s.writeCheckpoint(end); err != nil {
+		s.log("%v", err)
+		return
+	}
+	if err := w.w.release(end.seg); err != nil {
+		s.log("persist: release log segments: %v", err)
+	}
+}
+
+// flushForRead makes the kv show every op whose done was called: reads go
+// to the kv, and logged ops may still be pending.
+func (s *engine) flushForRead() {
+	if s.pendCount.Load() > 0 {
+		_ = s.submitWait(op{kind: opSync})
+	}
+}
