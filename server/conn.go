@@ -20,7 +20,8 @@ import (
 
 // conn is one client connection. The reader goroutine (serve) owns the
 // channel table and runs every method handler; the writer goroutine
-// (outbox.writeLoop) owns the socket's write side.
+// (outbox.writeLoop, running while frames wait) owns the socket's write
+// side.
 type conn struct {
 	srv *Server
 	id  uint64
@@ -111,7 +112,7 @@ var errClosed = errors.New("connection closed")
 // serve runs the connection to its end: handshake, frames, cleanup.
 func (c *conn) serve() {
 	defer c.nc.Close()
-	go c.out.writeLoop(c.nc, func() time.Duration { return time.Duration(c.heartbeat.Load()) }, c.kickConsumers)
+	c.out.start(c.nc, c.kickConsumers)
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("connection handler panicked")
@@ -579,7 +580,7 @@ func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
 	c.fr.SetMaxFrameSize(fm + amqp.FrameOverhead)
 	c.channelMax = cm
 	c.heartbeat.Store(int64(time.Duration(t.Heartbeat) * time.Second))
-	c.out.signal() // the writer picks up the heartbeat interval
+	c.out.setHeartbeat(time.Duration(t.Heartbeat) * time.Second)
 	return nil
 }
 

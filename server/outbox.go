@@ -41,6 +41,13 @@ func putOutBuf(b []byte) {
 // outbox is a connection's outbound buffer. Any goroutine appends frames;
 // only the writer goroutine touches the socket, flushing everything queued
 // in one write.
+//
+// The writer runs only while frames wait: the first frame queued into an
+// empty outbox starts it, and it exits once it finds the buffer empty, so
+// an idle connection has no writer goroutine (nor its stack). At most one
+// writer runs at a time (writing, under mu), so frames go out in the order
+// they were queued. Heartbeats come from a timer that queues a heartbeat
+// frame like any other sender.
 type outbox struct {
 	mu     sync.Mutex
 	buf    []byte
@@ -49,15 +56,40 @@ type outbox struct {
 	wrote  bool // something was queued since the last heartbeat tick
 	// ackAt is where the last basic.ack that sendAck queued starts in buf
 	// (-1: none since the writer took the buffer); ackCh is its channel.
-	ackAt   int
-	ackCh   uint16
-	wake    chan struct{}
+	ackAt int
+	ackCh uint16
+	// writing is set while a writer goroutine runs; exited once flushed is
+	// closed.
+	writing bool
+	exited  bool
+	// nc and drained are set by start; until then frames only queue.
+	nc      net.Conn
+	drained func()
+	// deadline is the write deadline set last; the writer's own (writers
+	// hand it over through mu).
+	deadline time.Time
+	// hb sends heartbeats every hbEvery when the connection is otherwise
+	// quiet; nil while heartbeats are off.
+	hb      *time.Timer
+	hbEvery time.Duration
 	room    chan struct{} // signalled after each write, for waitRoom
-	flushed chan struct{} // closed when the writer has exited
+	flushed chan struct{} // closed when the outbox is closed and everything queued was written (or failed)
 }
 
 func newOutbox() *outbox {
-	return &outbox{ackAt: -1, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
+	return &outbox{ackAt: -1, room: make(chan struct{}, 1), flushed: make(chan struct{})}
+}
+
+// start lets frames go out on nc, queued ones included. drained, if not
+// nil, runs on the writer goroutine when a full buffer has been written
+// out.
+func (o *outbox) start(nc net.Conn, drained func()) {
+	o.mu.Lock()
+	o.nc, o.drained = nc, drained
+	if len(o.buf) > 0 || o.closed {
+		o.signal()
+	}
+	o.mu.Unlock()
 }
 
 // ackFrameLen is the size of a basic.ack frame: header, class and method
@@ -96,11 +128,22 @@ func (o *outbox) sendAck(channel uint16, tag uint64, multiple bool) error {
 	return nil
 }
 
+// signal starts the writer unless it runs already or the outbox was not
+// started; once the outbox is closed and no writer remains, it closes
+// flushed instead. o.mu must be held.
 func (o *outbox) signal() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
+	if o.writing || o.exited || o.nc == nil {
+		return
 	}
+	if len(o.buf) == 0 {
+		if o.closed {
+			o.exited = true
+			close(o.flushed)
+		}
+		return
+	}
+	o.writing = true
+	go o.writeLoop()
 }
 
 // sendMethod queues one method frame.
@@ -150,63 +193,84 @@ func (o *outbox) sendContentLocked(channel uint16, m amqp.Method, props, body []
 // isFull reports whether consumers should hold off. o.mu must be held.
 func (o *outbox) isFullLocked() bool { return o.full || o.closed }
 
-// close stops accepting frames; the writer flushes what is queued and exits.
+// close stops accepting frames; the writer flushes what is queued and
+// exits, and flushed is closed.
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
-	o.mu.Unlock()
+	if o.hb != nil {
+		o.hb.Stop()
+	}
 	o.signal()
+	o.mu.Unlock()
 }
 
-// writeLoop is the connection's writer goroutine. It flushes queued frames,
-// sends heartbeats when the connection is otherwise idle, and calls drained
-// when a full buffer has been written out.
-func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained func()) {
-	defer close(o.flushed)
-	var tick *time.Ticker
-	var deadline time.Time // the write deadline set last
-	var tickC <-chan time.Time
-	defer func() {
-		if tick != nil {
-			tick.Stop()
-		}
-	}()
+// setHeartbeat starts heartbeats: a heartbeat frame goes out every d/2
+// unless other frames did. Once set, the interval does not change.
+func (o *outbox) setHeartbeat(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.hb != nil {
+		return
+	}
+	o.hbEvery = d / 2
+	// The timer's function takes o.mu, so it sees o.hb set.
+	o.hb = time.AfterFunc(o.hbEvery, o.heartbeatTick)
+}
+
+// heartbeatTick runs on the heartbeat timer's goroutine.
+func (o *outbox) heartbeatTick() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	if !o.wrote {
+		o.buf = amqp.AppendHeartbeat(outBuf(o.buf))
+		o.signal()
+	}
+	o.wrote = false
+	o.hb.Reset(o.hbEvery)
+}
+
+// writeLoop is the connection's writer goroutine, started by signal. It
+// writes out what is queued until the buffer is empty, and calls drained
+// when a full buffer has been written out. On a write error it closes the
+// outbox and the socket (which unblocks the reader).
+func (o *outbox) writeLoop() {
 	for {
-		if tick == nil {
-			if hb := heartbeat(); hb > 0 {
-				tick = time.NewTicker(hb / 2)
-				tickC = tick.C
-			}
-		}
-		select {
-		case <-o.wake:
-		case <-tickC:
-			o.mu.Lock()
-			if !o.wrote && !o.closed {
-				o.buf = amqp.AppendHeartbeat(outBuf(o.buf))
-			}
-			o.wrote = false
-			o.mu.Unlock()
-		}
 		o.mu.Lock()
-		buf, wasFull, closed := o.buf, o.full, o.closed
+		buf, wasFull := o.buf, o.full
 		o.buf, o.full, o.ackAt = nil, false, -1
+		if len(buf) == 0 {
+			o.writing = false
+			o.signal() // closes flushed if the outbox is closed
+			o.mu.Unlock()
+			return
+		}
+		nc, drained := o.nc, o.drained
 		o.mu.Unlock()
-		if len(buf) > 0 {
-			// A write may take 25 to 30 s; the deadline is moved only
-			// every 5 s, not at every write.
-			if now := time.Now(); deadline.Sub(now) < 25*time.Second {
-				deadline = now.Add(30 * time.Second)
-				nc.SetWriteDeadline(deadline)
+		// A write may take 25 to 30 s; the deadline is moved only every
+		// 5 s, not at every write.
+		if now := time.Now(); o.deadline.Sub(now) < 25*time.Second {
+			o.deadline = now.Add(30 * time.Second)
+			nc.SetWriteDeadline(o.deadline)
+		}
+		if _, err := nc.Write(buf); err != nil {
+			o.mu.Lock()
+			o.closed = true
+			o.buf = nil
+			if o.hb != nil {
+				o.hb.Stop()
 			}
-			if _, err := nc.Write(buf); err != nil {
-				o.mu.Lock()
-				o.closed = true
-				o.buf = nil
-				o.mu.Unlock()
-				nc.Close() // unblocks the reader
-				return
-			}
+			o.writing = false
+			o.signal()
+			o.mu.Unlock()
+			nc.Close() // unblocks the reader
+			return
 		}
 		putOutBuf(buf)
 		select {
@@ -215,14 +279,6 @@ func (o *outbox) writeLoop(nc net.Conn, heartbeat func() time.Duration, drained 
 		}
 		if wasFull && drained != nil {
 			drained()
-		}
-		if closed {
-			o.mu.Lock()
-			rest := len(o.buf) > 0
-			o.mu.Unlock()
-			if !rest {
-				return
-			}
 		}
 	}
 }

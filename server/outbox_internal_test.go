@@ -2,9 +2,14 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -44,22 +49,196 @@ func framesOf(t *testing.T, b []byte) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.Type == amqp.FrameHeartbeat {
-			out = append(out, "0:heartbeat")
-			continue
-		}
-		m, err := amqp.DecodeMethod(f.Payload)
+		out = append(out, frameName(t, f))
+	}
+	return out
+}
+
+// readFrames reads n frames and names them as framesOf does.
+func readFrames(t *testing.T, fr *amqp.FrameReader, n int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		f, err := fr.ReadFrame()
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch m := m.(type) {
-		case *amqp.BasicAck:
-			out = append(out, fmt.Sprintf("%d:ack:%d:%v", f.Channel, m.DeliveryTag, m.Multiple))
-		case *amqp.BasicNack:
-			out = append(out, fmt.Sprintf("%d:nack:%d:%v", f.Channel, m.DeliveryTag, m.Multiple))
-		default:
-			t.Fatalf("unexpected %s", m.Name())
-		}
+		out = append(out, frameName(t, f))
 	}
 	return out
+}
+
+// frameName is "channel:ack|nack:tag:multiple" or "0:heartbeat".
+func frameName(t *testing.T, f amqp.Frame) string {
+	t.Helper()
+	if f.Type == amqp.FrameHeartbeat {
+		return "0:heartbeat"
+	}
+	m, err := amqp.DecodeMethod(f.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch m := m.(type) {
+	case *amqp.BasicAck:
+		return fmt.Sprintf("%d:ack:%d:%v", f.Channel, m.DeliveryTag, m.Multiple)
+	case *amqp.BasicNack:
+		return fmt.Sprintf("%d:nack:%d:%v", f.Channel, m.DeliveryTag, m.Multiple)
+	}
+	t.Fatalf("unexpected %s", m.Name())
+	return ""
+}
+
+// waitUntil fails the test unless cond holds within five seconds; for
+// state another goroutine reaches after the event a test can observe.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (o *outbox) writerRunning() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.writing
+}
+
+// TestOutboxWriterRunsWhileFramesWait: the writer starts when a frame is
+// queued and exits once the buffer is empty; frames queued before start
+// and from concurrent senders go out whole and in each sender's order;
+// close flushes what is queued before flushed is closed.
+func TestOutboxWriterRunsWhileFramesWait(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	o := newOutbox()
+	o.sendAck(9, 1, false)
+	if o.writerRunning() {
+		t.Fatal("writer running before start")
+	}
+	o.start(a, nil)
+	fr := amqp.NewFrameReader(b, 0)
+	if got := readFrames(t, fr, 1); got[0] != "9:ack:1:false" {
+		t.Fatalf("got %v, want the ack queued before start", got)
+	}
+	waitUntil(t, "the writer exits on an empty buffer", func() bool { return !o.writerRunning() })
+
+	// Four senders, 200 acks each on their own channel; nack frames
+	// between them keep acks from merging.
+	const senders, each = 4, 200
+	var wg sync.WaitGroup
+	for s := 1; s <= senders; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; i <= each; i++ {
+				o.sendMethod(uint16(s), &amqp.BasicNack{DeliveryTag: uint64(i)})
+			}
+		}()
+	}
+	last := map[uint16]uint64{}
+	for _, f := range readFrames(t, fr, senders*each) {
+		var ch uint16
+		var tag uint64
+		var multiple bool
+		if _, err := fmt.Sscanf(f, "%d:nack:%d:%t", &ch, &tag, &multiple); err != nil {
+			t.Fatalf("frame %q: %v", f, err)
+		}
+		if tag != last[ch]+1 {
+			t.Fatalf("channel %d: nack %d after %d", ch, tag, last[ch])
+		}
+		last[ch] = tag
+	}
+	wg.Wait()
+	waitUntil(t, "the writer exits on an empty buffer", func() bool { return !o.writerRunning() })
+
+	// close: what is queued is written first, then flushed is closed.
+	o.sendAck(3, 7, false)
+	o.close()
+	select {
+	case <-o.flushed:
+		t.Fatal("flushed before the queued frame was written")
+	default: // net.Pipe: the write waits for this read
+	}
+	if got := readFrames(t, fr, 1); got[0] != "3:ack:7:false" {
+		t.Fatalf("got %v after close", got)
+	}
+	select {
+	case <-o.flushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("flushed not closed after the last write")
+	}
+	if err := o.sendAck(3, 8, false); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("send after close: %v, want net.ErrClosed", err)
+	}
+}
+
+// TestOutboxCloseIdle: closing an outbox with nothing queued closes
+// flushed at once; no writer is needed.
+func TestOutboxCloseIdle(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	o := newOutbox()
+	o.start(a, nil)
+	o.close()
+	select {
+	case <-o.flushed:
+	default:
+		t.Fatal("flushed not closed")
+	}
+	o.close() // twice is harmless
+}
+
+// TestOutboxWriteErrorCloses: a failed write closes the outbox and the
+// socket, and flushed.
+func TestOutboxWriteErrorCloses(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	b.Close()
+	o := newOutbox()
+	o.start(a, nil)
+	if err := o.sendAck(1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-o.flushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("flushed not closed after a failed write")
+	}
+	if err := o.sendAck(1, 2, false); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("send after a failed write: %v, want net.ErrClosed", err)
+	}
+	if _, err := a.Write([]byte{0}); !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("socket write after a failed write: %v, want it closed", err)
+	}
+	o.close()
+}
+
+// TestOutboxHeartbeat: a quiet outbox sends heartbeat frames at half the
+// negotiated interval; close stops the timer.
+func TestOutboxHeartbeat(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	o := newOutbox()
+	o.start(a, nil)
+	o.setHeartbeat(100 * time.Millisecond)
+	fr := amqp.NewFrameReader(b, 0)
+	for range 2 {
+		if got := readFrames(t, fr, 1); got[0] != "0:heartbeat" {
+			t.Fatalf("got %v, want a heartbeat", got)
+		}
+	}
+	o.close()
+	o.mu.Lock()
+	stopped := !o.hb.Stop() // false: already stopped (or firing, and then it sees closed)
+	o.mu.Unlock()
+	if !stopped {
+		t.Fatal("heartbeat timer still armed after close")
+	}
 }
