@@ -110,25 +110,73 @@ func newConn(s *Server, nc net.Conn) *conn {
 var errClosed = errors.New("connection closed")
 
 // serve runs the connection to its end: handshake, frames, cleanup.
+//
+// The reader goroutine of an idle connection is parked in readLoop for the
+// connection's life, and its stack counts in the broker's memory: serve
+// keeps its own frame small and runs the handshakes, whose calls go deep
+// (TLS, table decoding, authentication, logging), on a goroutine of their
+// own (see open), so that the reader's stack need not grow for them.
 func (c *conn) serve() {
 	defer c.nc.Close()
 	c.out.start(c.nc, c.kickConsumers)
-	defer func() {
-		if r := recover(); r != nil {
-			c.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("connection handler panicked")
-			c.sendClose(amqp.Errorf(amqp.InternalError, 0, 0, "internal error"))
-		}
-		c.cleanup()
-		c.out.close()
-		select {
-		case <-c.out.flushed:
-		case <-time.After(5 * time.Second):
-		}
-	}()
+	defer c.end()
+	if c.open() {
+		c.logEnd(c.readLoop())
+	}
+}
 
+// end runs deferred by serve: a panic closes the connection with 541,
+// then the connection is cleaned up and its outbox flushed (bounded).
+func (c *conn) end() {
+	if r := recover(); r != nil {
+		c.panicked(r, debug.Stack())
+	}
+	c.cleanup()
+	c.out.close()
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-c.out.flushed:
+	case <-t.C:
+	}
+}
+
+// panicked logs a recovered panic and sends 541 INTERNAL_ERROR.
+func (c *conn) panicked(r any, stack []byte) {
+	c.log.Error().Interface("panic", r).Bytes("stack", stack).Msg("connection handler panicked")
+	c.sendClose(amqp.Errorf(amqp.InternalError, 0, 0, "internal error"))
+}
+
+// open runs the TLS and AMQP handshakes on a goroutine of its own and
+// waits for it, so that their stack goes back when they are done instead of
+// staying with the reader. It reports whether the connection is open.
+func (c *conn) open() bool {
+	var ok bool
+	var rec any
+	var stack []byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				rec, stack = r, debug.Stack()
+			}
+		}()
+		ok = c.openSync()
+	}()
+	<-done
+	if rec != nil {
+		c.panicked(rec, stack)
+		return false
+	}
+	return ok
+}
+
+// openSync runs the TLS and AMQP handshakes.
+func (c *conn) openSync() bool {
 	c.nc.SetDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
 	if err := c.tlsHandshake(); err != nil {
-		return // logged by tlsHandshake
+		return false // logged by tlsHandshake
 	}
 	if err := c.handshake(); err != nil {
 		var ae *amqp.Error
@@ -139,16 +187,21 @@ func (c *conn) serve() {
 		default:
 			c.log.Debug().Err(err).Msg("handshake failed")
 		}
-		return
+		return false
 	}
 	c.nc.SetDeadline(time.Time{})
-	c.log = c.log.With().Str("user", c.user).Logger()
+	// In place: the logger's context has room, a new one would be
+	// allocated.
+	c.log.UpdateContext(func(lc zerolog.Context) zerolog.Context { return lc.Str("user", c.user) })
 	c.log.Info().Str("vhost", c.vhost.name).Msg("connection opened")
 	if c.counted() {
 		c.srv.churn.connOpened.Add(1)
 	}
+	return true
+}
 
-	err := c.readLoop()
+// logEnd logs how the reader loop ended.
+func (c *conn) logEnd(err error) {
 	switch {
 	case err == nil, errors.Is(err, errClosed):
 		c.log.Info().Msg("connection closed")
