@@ -465,7 +465,7 @@ func (c *conn) handshake() error {
 	c.out.sendMethod(0, &amqp.ConnectionStart{
 		VersionMajor:     0,
 		VersionMinor:     9,
-		ServerProperties: serverProperties(),
+		ServerProperties: startProperties,
 		Mechanisms:       c.mechanisms(),
 		Locales:          "en_US",
 	})
@@ -636,6 +636,10 @@ func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
 	c.out.setHeartbeat(time.Duration(t.Heartbeat) * time.Second)
 	return nil
 }
+
+// startProperties is what connection.start carries, built once instead of
+// for every connection; it is only ever encoded, never changed.
+var startProperties = serverProperties()
 
 func serverProperties() amqp.Table {
 	return amqp.Table{
