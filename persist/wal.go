@@ -33,7 +33,7 @@ import (
 // batch is in the log entirely or not at all.
 
 const (
-	walSegmentSize = 64 << 20 // a segment is rolled when the next record would pass this
+	walSegmentSize = 32 << 20 // a segment is rolled when the next record would pass this
 	walHeaderLen   = 16
 	walMaxRecord   = 1 << 30 // larger lengths are corrupt
 	walMaxSpares   = 2       // released segments kept for reuse

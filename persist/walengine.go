@@ -10,7 +10,7 @@ import (
 // kv (see "Message log" in doc.go). Any of the three triggers an apply.
 const (
 	walPendAge   = 100 * time.Millisecond
-	walPendBytes = 16 << 20 // message bytes held for the apply
+	walPendBytes = 4 << 20 // message bytes held for the apply
 	walPendOps   = 1 << 13
 )
 
