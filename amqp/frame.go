@@ -109,6 +109,17 @@ func (fr *FrameReader) limit() uint64 {
 // yet returned as frames.
 func (fr *FrameReader) Buffered() int { return fr.end - fr.start }
 
+// HasFrame reports whether a whole frame is buffered, so that ReadFrame
+// returns without reading from the underlying reader.
+func (fr *FrameReader) HasFrame() bool {
+	n := fr.end - fr.start
+	if n < FrameHeaderSize {
+		return false
+	}
+	size := uint64(binary.BigEndian.Uint32(fr.buf[fr.start+3:]))
+	return uint64(n) >= FrameHeaderSize+size+1
+}
+
 // ReadProtocolHeader reads the 8-byte protocol header through the buffer, so
 // frames pipelined behind it are not lost. The caller validates the bytes.
 func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {

@@ -115,6 +115,7 @@ type Queue struct {
 	countDeliveries bool
 
 	mu          sync.Mutex
+	dctx        any // EnqueueFor's ctx while it holds mu, else nil
 	backlog     Backlog
 	consumers   []consumerSlot
 	next        int // round-robin position in consumers
@@ -217,6 +218,11 @@ func (q *Queue) Enqueue(m *Message) EnqueueResult {
 	return q.EnqueueAt(m, 0)
 }
 
+// DispatchContext is the ctx of the EnqueueFor call that is delivering, or
+// nil; it is only meaningful inside Consumer.Deliver (the queue's lock is
+// held there).
+func (q *Queue) DispatchContext() any { return q.dctx }
+
 // ReserveSeq takes the next sequence number, for a message that must be
 // written to the durable store under it before EnqueueAt makes it visible.
 func (q *Queue) ReserveSeq() uint64 {
@@ -230,8 +236,17 @@ func (q *Queue) ReserveSeq() uint64 {
 // next one). A message whose reserved place was overtaken by a later one
 // takes its place by Seq among the messages not yet delivered.
 func (q *Queue) EnqueueAt(m *Message, seq uint64) EnqueueResult {
+	return q.EnqueueFor(m, seq, nil)
+}
+
+// EnqueueFor is EnqueueAt on behalf of ctx: the Deliver calls it makes
+// find ctx in DispatchContext. The broker passes what lets a consumer on
+// another connection leave its socket write to the publisher's goroutine.
+func (q *Queue) EnqueueFor(m *Message, seq uint64, ctx any) EnqueueResult {
 	q.mu.Lock()
+	q.dctx = ctx
 	r := q.enqueueLocked(m, seq)
+	q.dctx = nil
 	dead, removed := q.takeDead()
 	q.mu.Unlock()
 	q.report(dead, removed)

@@ -108,6 +108,7 @@ func (c *conn) waitUnblocked() error {
 	if clear == nil {
 		return nil
 	}
+	c.fs.flush() // deliveries held back for this reader go out first
 	c.log.Warn().Str("reason", reason).Msg("connection blocked: resource alarm")
 	if c.caps.connectionBlocked {
 		c.out.sendMethod(0, &amqp.ConnectionBlocked{Reason: reason})

@@ -262,7 +262,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	}
 	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.props)
 	defer v.releaseScratch(s)
-	routed, dropped := v.deliver(msg, s.queues, done)
+	routed, dropped := v.deliver(msg, s.queues, done, ch.c.flushCtx())
 	v.stats.routed(ch.c.id, routed, m.Mandatory)
 	if s.found && !routed && m.Mandatory {
 		ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
@@ -443,7 +443,7 @@ func (ch *channel) txCommit() error {
 		v.store.Atomic(ops, stored, func(err error) { durable <- err })
 	}
 	for _, r := range routedPubs {
-		routed, _ := v.enqueue(r.msg, r.queues, r.entries)
+		routed, _ := v.enqueue(r.msg, r.queues, r.entries, ch.c.flushCtx())
 		v.stats.routed(ch.c.id, routed, r.p.method.Mandatory)
 		if r.found && !routed && r.p.method.Mandatory {
 			ch.c.out.sendContent(ch.id, &amqp.BasicReturn{

@@ -102,7 +102,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 	ch.nextTag++
 	tag := ch.nextTag
 	m := e.Msg
-	err := out.sendContentLocked(ch.id, &amqp.BasicDeliver{
+	err := out.appendContentLocked(ch.id, &amqp.BasicDeliver{
 		ConsumerTag: k.tag,
 		DeliveryTag: tag,
 		Redelivered: e.Redelivered,
@@ -113,6 +113,13 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		ch.nextTag--
 		return queue.Refused
 	}
+	// A publisher's reader delivering writes this socket itself at the end
+	// of its burst (flushSet); anyone else wakes the writer.
+	var fs *flushSet
+	if q != nil { // nil: a direct reply-to delivery
+		fs, _ = q.DispatchContext().(*flushSet)
+	}
+	out.deferLocked(fs)
 	if k.noAck {
 		ch.c.vhost.settleStored([]ack.Delivery{{Tag: tag, Queue: q, Entry: e}})
 		return queue.Settled

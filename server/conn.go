@@ -29,6 +29,9 @@ type conn struct {
 	log zerolog.Logger
 	fr  *amqp.FrameReader
 	out *outbox
+	// fs holds the outboxes this reader delivered to and will write itself
+	// (see flushSet); only the reader goroutine touches it.
+	fs flushSet
 
 	// Negotiated in the handshake; read-only afterwards.
 	user       string
@@ -250,7 +253,11 @@ func (c *conn) readLoop() error {
 		// An idle connection holds no read buffer.
 		c.fr.SetReader(lr)
 	}
+	defer c.fs.flush()
 	for {
+		if c.fs.pending() && !c.fr.HasFrame() {
+			c.fs.flush() // the next read may wait
+		}
 		if timeout > 0 && c.fr.Buffered() == 0 && !c.closing {
 			c.nc.SetReadDeadline(time.Now().Add(timeout))
 		}
@@ -266,7 +273,12 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		if err := c.out.waitRoom(c.srv.outMaxBuffered, c.quit); err != nil {
+		if c.fs.pending() && !publishFrame(f) {
+			// Deliveries go out before anything else is handled: no
+			// handler waits with them held back.
+			c.fs.flush()
+		}
+		if err := c.out.waitRoom(c.srv.outMaxBuffered, c.quit, &c.fs); err != nil {
 			return err
 		}
 		if err := c.handleFrame(f); err != nil {
@@ -285,6 +297,23 @@ func (c *conn) readLoop() error {
 		}
 	}
 }
+
+// publishFrame reports whether f may be part of a basic.publish: the
+// method frame (by its class and method ids) or a content frame.
+func publishFrame(f amqp.Frame) bool {
+	switch f.Type {
+	case amqp.FrameHeader, amqp.FrameBody:
+		return true
+	case amqp.FrameMethod:
+		p := f.Payload
+		return len(p) >= 4 && p[0] == 0 && p[1] == 60 && p[2] == 0 && p[3] == 40
+	}
+	return false
+}
+
+// flushCtx is the dispatch context of this reader's publishes (see
+// queue.EnqueueFor): its flushSet.
+func (c *conn) flushCtx() any { return &c.fs }
 
 // drainAfterClose waits briefly, discarding input, for the client to close
 // the socket after close-ok, so that frames it sent meanwhile do not meet a

@@ -33,7 +33,7 @@ func (v *vhost) deadLetter(q *queue.Queue, dead []queue.Dead) {
 		}
 		v.releaseScratch(s)
 		m.StoreID = 0
-		v.deliver(m, targets, nil)
+		v.deliver(m, targets, nil, nil)
 	}
 }
 

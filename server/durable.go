@@ -118,14 +118,17 @@ func (v *vhost) logStoreErr(err error) {
 // seen it; done runs once the write is durable (at once when nothing was
 // written). It reports whether any queue took the message and whether one
 // refused it for its length limit.
-func (v *vhost) deliver(msg *queue.Message, queues []*queue.Queue, done func(error)) (routed, dropped bool) {
+//
+// ctx is passed to the queues (queue.EnqueueFor): a *flushSet lets
+// consumers leave their connection's write to the caller's flushSet.
+func (v *vhost) deliver(msg *queue.Message, queues []*queue.Queue, done func(error), ctx any) (routed, dropped bool) {
 	entries := v.reserve(msg, queues)
 	if len(entries) > 0 {
 		v.store.Publish(msg.StoreID, messageRecord(msg), entries, done)
 	} else if done != nil {
 		done(nil)
 	}
-	return v.enqueue(msg, queues, entries)
+	return v.enqueue(msg, queues, entries, ctx)
 }
 
 // reserve takes a sequence number in each durable queue a persistent
@@ -152,7 +155,7 @@ func (v *vhost) reserve(msg *queue.Message, queues []*queue.Queue) []persist.Que
 
 // enqueue makes msg visible in queues, durable ones at the places reserve
 // took.
-func (v *vhost) enqueue(msg *queue.Message, queues []*queue.Queue, entries []persist.QueueSeq) (routed, dropped bool) {
+func (v *vhost) enqueue(msg *queue.Message, queues []*queue.Queue, entries []persist.QueueSeq, ctx any) (routed, dropped bool) {
 	k := 0
 	for _, q := range queues {
 		var seq uint64
@@ -160,7 +163,7 @@ func (v *vhost) enqueue(msg *queue.Message, queues []*queue.Queue, entries []per
 			seq = entries[k].Seq
 			k++
 		}
-		switch q.EnqueueAt(msg, seq) {
+		switch q.EnqueueFor(msg, seq, ctx) {
 		case queue.Enqueued:
 			routed = true
 		case queue.Dropped:

@@ -99,7 +99,7 @@ const outMaxBuffered = 16 << 20
 
 // waitRoom blocks while more than limit bytes wait to be written, until
 // the writer makes room, the outbox closes or quit is closed.
-func (o *outbox) waitRoom(limit int, quit <-chan struct{}) error {
+func (o *outbox) waitRoom(limit int, quit <-chan struct{}, fs *flushSet) error {
 	for {
 		o.mu.Lock()
 		n, closed := len(o.buf), o.closed
@@ -109,6 +109,11 @@ func (o *outbox) waitRoom(limit int, quit <-chan struct{}) error {
 		}
 		if n <= limit {
 			return nil
+		}
+		if fs.pending() {
+			// This outbox may be among the deferred ones.
+			fs.flush()
+			continue
 		}
 		select {
 		case <-o.room:

@@ -242,3 +242,130 @@ func TestOutboxHeartbeat(t *testing.T) {
 		t.Fatal("heartbeat timer still armed after close")
 	}
 }
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// deferNack queues a nack frame and leaves its write to fs, as a
+// consumer's Deliver does for a publisher's reader.
+func (o *outbox) deferNack(fs *flushSet, tag uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	buf, _ := amqp.AppendMethodFrame(outBuf(o.buf), 1, &amqp.BasicNack{DeliveryTag: tag})
+	o.buf = buf
+	o.deferLocked(fs)
+}
+
+// TestOutboxFlushInline: frames deferred to a flushSet stay queued, with
+// no writer started, until the set is flushed; the flush writes them on
+// the caller's goroutine.
+func TestOutboxFlushInline(t *testing.T) {
+	a, b := tcpPair(t)
+	o := newOutbox()
+	o.start(a, nil)
+	var fs flushSet
+	for tag := uint64(1); tag <= 3; tag++ {
+		o.deferNack(&fs, tag)
+	}
+	if len(fs.obs) != 1 {
+		t.Fatalf("flushSet holds %d entries, want the outbox once", len(fs.obs))
+	}
+	if o.writerRunning() {
+		t.Fatal("a deferred outbox started its writer")
+	}
+	o.mu.Lock()
+	queued := len(o.buf)
+	o.mu.Unlock()
+	if queued == 0 {
+		t.Fatal("frames were written before the flush")
+	}
+	fs.flush()
+	o.mu.Lock()
+	left, writing := len(o.buf), o.writing
+	o.mu.Unlock()
+	if left != 0 || writing || fs.pending() {
+		t.Fatalf("after flush: %d bytes queued, writing %v, set pending %v", left, writing, fs.pending())
+	}
+	fr := amqp.NewFrameReader(b, 0)
+	if got := strings.Join(readFrames(t, fr, 3), " "); got != "1:nack:1:false 1:nack:2:false 1:nack:3:false" {
+		t.Fatalf("read %s", got)
+	}
+}
+
+// TestOutboxFlushInlinePartial: when the socket takes only part of what is
+// deferred, the rest goes to a writer goroutine, ahead of frames queued
+// later, and every frame arrives once, in order.
+func TestOutboxFlushInlinePartial(t *testing.T) {
+	a, b := tcpPair(t)
+	a.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	b.(*net.TCPConn).SetReadBuffer(16 << 10)
+	o := newOutbox()
+	o.start(a, nil)
+	var fs flushSet
+	// Far more than the socket buffers hold while nobody reads.
+	const n = 200000
+	for tag := uint64(1); tag <= n/2; tag++ {
+		o.deferNack(&fs, tag)
+	}
+	fs.flush()
+	o.mu.Lock()
+	left := len(o.buf)
+	o.mu.Unlock()
+	if left == 0 {
+		t.Fatal("the socket took everything: the test does not reach a partial write")
+	}
+	for tag := uint64(n/2 + 1); tag <= n; tag++ {
+		o.sendMethod(1, &amqp.BasicNack{DeliveryTag: tag})
+	}
+	fr := amqp.NewFrameReader(b, 0)
+	for i, f := range readFrames(t, fr, n) {
+		if want := fmt.Sprintf("1:nack:%d:false", i+1); f != want {
+			t.Fatalf("frame %d is %s, want %s", i, f, want)
+		}
+	}
+	waitUntil(t, "the writer exits on an empty buffer", func() bool { return !o.writerRunning() })
+}
+
+// TestOutboxDeferredThenClosed: an outbox closed while its write is
+// deferred still writes what was queued and closes flushed; the later
+// flush is a no-op.
+func TestOutboxDeferredThenClosed(t *testing.T) {
+	a, b := tcpPair(t)
+	o := newOutbox()
+	o.start(a, nil)
+	var fs flushSet
+	o.deferNack(&fs, 1)
+	o.close()
+	fr := amqp.NewFrameReader(b, 0)
+	if got := readFrames(t, fr, 1); got[0] != "1:nack:1:false" {
+		t.Fatalf("read %v", got)
+	}
+	select {
+	case <-o.flushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("flushed not closed")
+	}
+	fs.flush()
+}
