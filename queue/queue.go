@@ -498,9 +498,14 @@ func (q *Queue) dispatch() {
 
 // Kick asks the queue to offer ready messages again, after a consumer got
 // credit back.
-func (q *Queue) Kick() {
+func (q *Queue) Kick() { q.KickFor(nil) }
+
+// KickFor is Kick on behalf of ctx, as EnqueueFor.
+func (q *Queue) KickFor(ctx any) {
 	q.mu.Lock()
+	q.dctx = ctx
 	q.dispatch()
+	q.dctx = nil
 	dead, removed := q.takeDead()
 	q.mu.Unlock()
 	q.report(dead, removed)

@@ -329,8 +329,10 @@ func (ch *channel) kick() {
 		}
 	}
 	ch.mu.Unlock()
+	// Only the channel's reader kicks: its flushSet takes the writes.
+	ctx := ch.c.flushCtx()
 	for _, q := range qs {
-		q.Kick()
+		q.KickFor(ctx)
 	}
 }
 

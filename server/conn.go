@@ -254,12 +254,19 @@ func (c *conn) readLoop() error {
 		c.fr.SetReader(lr)
 	}
 	defer c.fs.flush()
+	// The read deadline moves at most every timeout/8, not at every read
+	// (each move is a timer update): a silent peer is noticed after 7/8
+	// of the timeout at the earliest.
+	var deadline time.Time
 	for {
 		if c.fs.pending() && !c.fr.HasFrame() {
 			c.fs.flush() // the next read may wait
 		}
 		if timeout > 0 && c.fr.Buffered() == 0 && !c.closing {
-			c.nc.SetReadDeadline(time.Now().Add(timeout))
+			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
+				deadline = now.Add(timeout)
+				c.nc.SetReadDeadline(deadline)
+			}
 		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
@@ -273,7 +280,7 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		if c.fs.pending() && !publishFrame(f) {
+		if c.fs.pending() && !burstFrame(f) {
 			// Deliveries go out before anything else is handled: no
 			// handler waits with them held back.
 			c.fs.flush()
@@ -298,15 +305,24 @@ func (c *conn) readLoop() error {
 	}
 }
 
-// publishFrame reports whether f may be part of a basic.publish: the
-// method frame (by its class and method ids) or a content frame.
-func publishFrame(f amqp.Frame) bool {
+// burstFrame reports whether f may go on a reader's burst without its
+// deferred writes going out first: part of a basic.publish (the method
+// frame or a content frame), or a basic.ack, nack or reject. None of them
+// waits for anything a consumer would have to receive first (a publish
+// that meets a resource alarm flushes before it waits).
+func burstFrame(f amqp.Frame) bool {
 	switch f.Type {
 	case amqp.FrameHeader, amqp.FrameBody:
 		return true
 	case amqp.FrameMethod:
 		p := f.Payload
-		return len(p) >= 4 && p[0] == 0 && p[1] == 60 && p[2] == 0 && p[3] == 40
+		if len(p) < 4 || p[0] != 0 || p[1] != 60 || p[2] != 0 {
+			return false
+		}
+		switch p[3] {
+		case 40, 80, 90, 120: // publish, ack, reject, nack
+			return true
+		}
 	}
 	return false
 }
