@@ -411,7 +411,10 @@ func (s *engine) apply(txn kvTxn, o *op) error {
 		}
 	case opDropQueue:
 		return s.dropQueueChunk(txn, o)
-	case opSync:
+	case opSync, opProbe:
+		if o.probe != nil {
+			o.probe()
+		}
 	case opCheck:
 		c, err := s.check(txn)
 		if err == nil {

@@ -79,6 +79,7 @@ const (
 	opDropQueue // one chunk of DeleteQueue
 	opCheck     // invariant check (tests)
 	opSync      // nothing to write: waits for what is before it (Sync)
+	opProbe     // tests: runs probe on the committer, leaving pending ops alone
 )
 
 type op struct {
@@ -93,6 +94,7 @@ type op struct {
 	seq     uint64  // opDropQueue: first seq to look at
 	next    *uint64 // opDropQueue: set to the seq after the last one dropped
 	checked *error  // opCheck: what the check found
+	probe   func()  // opProbe
 	err     error   // set by the committer: the op failed before it was written
 	done    func(error)
 }

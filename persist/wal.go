@@ -155,6 +155,9 @@ func (w *wal) start(n uint64) error {
 // durable. On an error the segment is abandoned: the next append starts a
 // new one, so no valid record ever follows a damaged one.
 func (w *wal) appendOps(ops []op) error {
+	if n := walHeaderLen + walSize(ops); cap(w.buf) < n {
+		w.buf = make([]byte, 0, n) // one allocation, not a growth per message
+	}
 	w.buf = walEncode(append(w.buf[:0], make([]byte, walHeaderLen)...), ops)
 	payload := w.buf[walHeaderLen:]
 	if len(payload) == 0 {
@@ -347,6 +350,32 @@ func walEncode(b []byte, ops []op) []byte {
 		}
 	}
 	return b
+}
+
+// walSize is an upper bound of what walEncode appends for ops.
+func walSize(ops []op) int {
+	const perEntry = 3 * binary.MaxVarintLen64
+	n := 0
+	pub := func(m *MessageRecord, entries int) int {
+		return 3*binary.MaxVarintLen64 + entries*perEntry + 4*binary.MaxVarintLen64 +
+			len(m.Exchange) + len(m.RoutingKey) + len(m.Props) + len(m.Body)
+	}
+	for i := range ops {
+		o := &ops[i]
+		if o.err != nil {
+			continue
+		}
+		n += 1 + binary.MaxVarintLen64 + len(o.qs)*perEntry
+		switch o.kind {
+		case opPublish:
+			n += pub(&o.msg, len(o.qs))
+		case opAtomic:
+			for j := range o.pubs {
+				n += pub(&o.pubs[j].Msg, len(o.pubs[j].Entries))
+			}
+		}
+	}
+	return n
 }
 
 func walAppendPublish(b []byte, msgID uint64, m *MessageRecord, qs []QueueSeq) []byte {

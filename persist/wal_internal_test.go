@@ -307,3 +307,50 @@ func (d *MemoryDisk) clone() *MemoryDisk {
 	}
 	return c
 }
+
+// TestWALCompactKeepsDeliveredMarks: when pending bytes pass the limit,
+// publishes already settled are folded away before the apply, and a
+// delivered mark folded into a pending publish survives until its apply.
+func TestWALCompactKeepsDeliveredMarks(t *testing.T) {
+	d, dir := NewMemoryDisk(), t.TempDir()
+	s := walTestStore(t, d, dir)
+	defer s.Close()
+	q1, _ := walQueues(t, s)
+	big := func(id uint64, n int) MessageRecord {
+		return MessageRecord{RoutingKey: fmt.Sprint(id), Body: bytes.Repeat([]byte{byte(id)}, n)}
+	}
+	pub := func(id uint64, m MessageRecord) {
+		walWait(t, func(done func(error)) { s.Publish(id, m, []QueueSeq{{QueueID: q1, Seq: id, MsgID: id}}, done) })
+	}
+	pub(1, big(1, walPendBytes/4))
+	pub(2, big(2, walPendBytes*5/16))
+	pub(3, big(3, walPendBytes*5/16))
+	s.Delivered([]QueueSeq{{QueueID: q1, Seq: 1}})
+	walWait(t, func(done func(error)) { s.Settle([]QueueSeq{{QueueID: q1, Seq: 2}, {QueueID: q1, Seq: 3}}, done) })
+	// This batch takes pending to the limit: 2 and 3 fold away (and the
+	// delivered mark into 1), and 1 and 4 stay pending: 3/8 of the limit
+	// is under the apply threshold.
+	pub(4, big(4, walPendBytes/8))
+	var pending int
+	var folded uint64
+	// The probe runs on the committer after pub 4's batch is done.
+	if err := s.submitWait(op{kind: opProbe, probe: func() {
+		pending, folded = len(s.wl.pend.ops), s.Stats().Folded
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 2 || folded != 2 {
+		t.Fatalf("after the compaction: %d ops pending, %d entries folded; want 2 and 2", pending, folded)
+	}
+	var got []string
+	if _, err := s.RecoverQueue(q1, func(e RecoveredEntry) error {
+		got = append(got, fmt.Sprintf("%d:%v:%d", e.Seq, e.Redelivered, len(e.Msg.Body)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("1:true:%d", walPendBytes/4), fmt.Sprintf("4:false:%d", walPendBytes/8)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+}

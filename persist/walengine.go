@@ -160,6 +160,8 @@ func (s *engine) commitLogged(ops []op) {
 			msgs++
 		case k == opSync:
 			syncs++
+		case k == opProbe:
+			ops[i].probe()
 		default:
 			s.applyPending()
 			s.commitKV(ops)
@@ -273,9 +275,51 @@ func (s *engine) maybeApply() {
 	if len(w.pend.ops) == 0 {
 		return
 	}
-	if w.pendBytes >= walPendBytes || len(w.pend.ops) >= walPendOps || time.Since(w.pendSince) >= walPendAge {
+	if len(w.pend.ops) >= walPendOps || time.Since(w.pendSince) >= walPendAge {
 		s.applyPending()
+		return
 	}
+	if w.pendBytes >= walPendBytes {
+		// Large messages acked at once need not go to the kv either:
+		// fold first, and apply only if what is left is still large.
+		s.compactPending()
+		if w.pendBytes >= walPendBytes/2 {
+			s.applyPending()
+		}
+	}
+}
+
+// compactPending folds the pending ops and drops those left with nothing
+// to write, so that their messages' bytes stop counting (and are no longer
+// held). Delivered marks folded into pending publishes stay in
+// foldDelivered until the apply.
+func (s *engine) compactPending() {
+	w := s.wl
+	p := &w.pend
+	s.foldBatch(p.ops)
+	clear(s.fold)
+	kept := p.ops[:0]
+	var bytes int64
+	for _, o := range p.ops {
+		live := o.kind == opAtomic
+		for j := 0; !live && j < len(o.qs); j++ {
+			live = o.qs[j].QueueID != skipped
+		}
+		if !live {
+			continue
+		}
+		if o.kind == opPublish {
+			bytes += int64(len(o.msg.Body) + len(o.msg.Props))
+		}
+		for j := range o.pubs {
+			bytes += int64(len(o.pubs[j].Msg.Body) + len(o.pubs[j].Msg.Props))
+		}
+		kept = append(kept, o)
+	}
+	clear(p.ops[len(kept):])
+	p.ops = kept
+	w.pendBytes = bytes
+	s.pendCount.Store(int64(len(kept)))
 }
 
 // pendingDue is how long until the pending ops are due (0: now), or -1
