@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -32,6 +33,18 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "warren-perf:", err)
+			return 2
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	sum, err := Run(ctx, cfg, os.Stderr)
 	if sum != nil {
 		b, _ := json.MarshalIndent(sum, "", "  ")
@@ -77,6 +90,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.BoolVar(&c.Predeclared, "predeclared", false, "do not declare or delete queues/exchanges")
 	fs.BoolVar(&c.Keep, "keep", false, "do not delete what was declared")
 	fs.StringVar(&c.JSONFile, "json", "", "also write the final JSON summary to FILE")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this client (go tool pprof) to FILE")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report its CPU seconds and peak RSS from /proc")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "after publishing stops, wait at most this long for confirms and deliveries")
 	fs.DurationVar(&c.ConsumerDelay, "consumer-delay", 0, "start consumers this long after the producers (e.g. equal to --duration: fill, then drain)")

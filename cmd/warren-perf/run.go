@@ -41,6 +41,7 @@ type Config struct {
 	Predeclared     bool          `json:"predeclared"`
 	Keep            bool          `json:"keep,omitempty"`
 	JSONFile        string        `json:"-"`
+	CPUProfile      string        `json:"-"`
 	BrokerPID       int           `json:"broker_pid,omitempty"`
 	DrainTimeout    time.Duration `json:"-"`
 	ConsumerDelay   time.Duration `json:"-"`
