@@ -274,33 +274,49 @@ func (o *outbox) writeLoop() {
 		}
 		nc, drained := o.nc, o.drained
 		o.mu.Unlock()
-		// A write may take 25 to 30 s; the deadline is moved only every
-		// 5 s, not at every write.
-		if now := time.Now(); o.deadline.Sub(now) < 25*time.Second {
-			o.deadline = now.Add(30 * time.Second)
-			nc.SetWriteDeadline(o.deadline)
-		}
+		o.moveDeadline(nc)
 		if _, err := nc.Write(buf); err != nil {
-			o.mu.Lock()
-			o.closed = true
-			o.buf = nil
-			if o.hb != nil {
-				o.hb.Stop()
-			}
-			o.writing = false
-			o.signal()
-			o.mu.Unlock()
-			nc.Close() // unblocks the reader
+			o.writeFailed(nc)
 			return
 		}
-		putOutBuf(buf)
-		select {
-		case o.room <- struct{}{}:
-		default:
-		}
-		if wasFull && drained != nil {
-			drained()
-		}
+		o.written(buf, wasFull, drained)
+	}
+}
+
+// moveDeadline keeps the write deadline 25 to 30 s ahead: it is moved only
+// every 5 s, not at every write. Only the goroutine writing calls it.
+func (o *outbox) moveDeadline(nc net.Conn) {
+	if now := time.Now(); o.deadline.Sub(now) < 25*time.Second {
+		o.deadline = now.Add(30 * time.Second)
+		nc.SetWriteDeadline(o.deadline)
+	}
+}
+
+// writeFailed ends the outbox after a failed write, and the socket, which
+// unblocks the connection's reader.
+func (o *outbox) writeFailed(nc net.Conn) {
+	o.mu.Lock()
+	o.closed = true
+	o.buf = nil
+	if o.hb != nil {
+		o.hb.Stop()
+	}
+	o.writing = false
+	o.signal()
+	o.mu.Unlock()
+	nc.Close()
+}
+
+// written recycles a buffer that went out whole, wakes waitRoom, and kicks
+// the consumers when the buffer had been full.
+func (o *outbox) written(buf []byte, wasFull bool, drained func()) {
+	putOutBuf(buf)
+	select {
+	case o.room <- struct{}{}:
+	default:
+	}
+	if wasFull && drained != nil {
+		drained()
 	}
 }
 
@@ -362,10 +378,7 @@ func (o *outbox) flushInline(fs *flushSet) {
 	raw, nc, drained := o.raw, o.nc, o.drained
 	o.mu.Unlock()
 
-	if now := time.Now(); o.deadline.Sub(now) < 25*time.Second {
-		o.deadline = now.Add(30 * time.Second)
-		nc.SetWriteDeadline(o.deadline)
-	}
+	o.moveDeadline(nc)
 	var n int
 	var werr error
 	err := raw.Write(func(fd uintptr) bool {
@@ -379,16 +392,7 @@ func (o *outbox) flushInline(fs *flushSet) {
 		n = 0
 	}
 	if err != nil && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR) {
-		o.mu.Lock()
-		o.closed = true
-		o.buf = nil
-		if o.hb != nil {
-			o.hb.Stop()
-		}
-		o.writing = false
-		o.signal()
-		o.mu.Unlock()
-		nc.Close() // unblocks the connection's reader
+		o.writeFailed(nc)
 		return
 	}
 	o.mu.Lock()
@@ -406,12 +410,5 @@ func (o *outbox) flushInline(fs *flushSet) {
 	}
 	o.signal() // frames queued meanwhile, or close
 	o.mu.Unlock()
-	putOutBuf(buf)
-	select {
-	case o.room <- struct{}{}:
-	default:
-	}
-	if wasFull && drained != nil {
-		drained()
-	}
+	o.written(buf, wasFull, drained)
 }
