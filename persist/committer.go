@@ -192,13 +192,17 @@ func (s *engine) commitKV(ops []op) {
 	s.forRanges(ops, s.commitRange)
 }
 
+// opLimits is what the ops of one transaction may cost (estimate): the
+// kv's limits less room for the meta msgID write.
+func (s *engine) opLimits() (count, size int64) {
+	count, size = s.kv.limits()
+	return count - 1, size - s.kv.entrySize(2, 8)
+}
+
 // forRanges cuts ops into ranges that fit in one transaction, never
 // splitting an op, and calls fn for each in order.
 func (s *engine) forRanges(ops []op, fn func([]op)) {
-	maxCount, maxSize := s.kv.limits()
-	// Room for the meta msgID write.
-	maxCount--
-	maxSize -= s.kv.entrySize(2, 8)
+	maxCount, maxSize := s.opLimits()
 	for i := 0; i < len(ops); {
 		j := i
 		var count, size int64

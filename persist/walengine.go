@@ -212,9 +212,7 @@ func (s *engine) commitLogged(ops []op) {
 // rejectOversized fails the ops that no kv transaction could hold (an
 // Atomic op is applied in one transaction): they are not logged.
 func (s *engine) rejectOversized(ops []op) {
-	maxCount, maxSize := s.kv.limits()
-	maxCount--
-	maxSize -= s.kv.entrySize(2, 8)
+	maxCount, maxSize := s.opLimits()
 	for i := range ops {
 		if c, z := s.estimate(&ops[i]); c > maxCount || z > maxSize {
 			ops[i].err = fmt.Errorf("%w: one op of %d writes, %d bytes", errTooBig, c, z)
@@ -242,16 +240,15 @@ func (s *engine) hold(ops []op) {
 			p.qs = append(p.qs, o.qs...)
 			o.qs = p.qs[start:len(p.qs):len(p.qs)]
 		}
+		s.wl.pendBytes += messageBytes(&o)
 		switch o.kind {
 		case opPublish:
 			maxID = max(maxID, o.msgID)
-			s.wl.pendBytes += int64(len(o.msg.Body) + len(o.msg.Props))
 			msgs++
 			entries += uint64(len(o.qs))
 		case opAtomic:
 			for j := range o.pubs {
 				maxID = max(maxID, o.pubs[j].MsgID)
-				s.wl.pendBytes += int64(len(o.pubs[j].Msg.Body) + len(o.pubs[j].Msg.Props))
 				entries += uint64(len(o.pubs[j].Entries))
 			}
 			msgs += uint64(len(o.pubs))
@@ -266,6 +263,19 @@ func (s *engine) hold(ops []op) {
 	s.stats.Messages += msgs
 	s.stats.Entries += entries
 	s.statsMu.Unlock()
+}
+
+// messageBytes is what the messages an op publishes hold in memory:
+// bodies and properties (walPendBytes counts these).
+func messageBytes(o *op) int64 {
+	var n int64
+	if o.kind == opPublish {
+		n += int64(len(o.msg.Body) + len(o.msg.Props))
+	}
+	for j := range o.pubs {
+		n += int64(len(o.pubs[j].Msg.Body) + len(o.pubs[j].Msg.Props))
+	}
+	return n
 }
 
 // maybeApply applies the pending ops when one of the walPend limits is
@@ -308,12 +318,7 @@ func (s *engine) compactPending() {
 		if !live {
 			continue
 		}
-		if o.kind == opPublish {
-			bytes += int64(len(o.msg.Body) + len(o.msg.Props))
-		}
-		for j := range o.pubs {
-			bytes += int64(len(o.pubs[j].Msg.Body) + len(o.pubs[j].Msg.Props))
-		}
+		bytes += messageBytes(&o)
 		kept = append(kept, o)
 	}
 	clear(p.ops[len(kept):])
