@@ -248,6 +248,7 @@ func (s *engine) tryCommit(ops []op) error {
 	txn := s.kv.begin()
 	defer txn.discard()
 	clear(s.ov)
+	s.txnChunked = s.txnChunked[:0]
 	s.txnMaxID = 0
 	s.txnStats = txnStats{}
 	if cap(s.arena) > arenaChunk {
@@ -277,6 +278,7 @@ func (s *engine) tryCommit(ops []op) error {
 		s.refs.set(id, n)
 	}
 	clear(s.ov)
+	s.commitChunked()
 	if s.txnMaxID > s.storedHW {
 		s.storedHW = s.txnMaxID
 		if s.nextMsgID.Load() <= s.storedHW {
@@ -336,7 +338,12 @@ func (s *engine) estimate(o *op) (count, size int64) {
 	}
 	pub := func(m *MessageRecord, entries int) {
 		es(entries, entryKeyLen, entryValLen+8)
-		es(1, bodyKeyLen, messageSize(m))
+		if n := int(chunks(len(m.Body))); n > 0 {
+			es(1, bodyKeyLen, chunkedHeadSize(m))
+			es(n, chunkKeyLen, bodyChunkSize)
+		} else {
+			es(1, bodyKeyLen, messageSize(m))
+		}
 	}
 	settle := func(n int) {
 		es(n, entryKeyLen, 0)
@@ -487,8 +494,7 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 		}
 	}
 	if rc == 0 {
-		v := appendMessage(s.alloc(messageSize(m)), m)
-		if err := txn.set(appendBodyKey(s.alloc(bodyKeyLen), msgID), v); err != nil {
+		if err := s.setBody(txn, msgID, m); err != nil {
 			return err
 		}
 		s.txnStats.messages++
@@ -600,7 +606,7 @@ func (s *engine) unref(txn kvTxn, msgID uint64) error {
 		return nil
 	}
 	s.ov[msgID] = 0
-	return txn.del(appendBodyKey(s.alloc(bodyKeyLen), msgID))
+	return s.delBody(txn, msgID)
 }
 
 func (s *engine) markDelivered(txn kvTxn, queueID, seq uint64) error {
@@ -758,6 +764,27 @@ func (s *engine) recover() error {
 	if err != nil {
 		return fmt.Errorf("persist: recover bodies: %w", err)
 	}
+	// Chunks of large bodies: count them, delete those of dropped bodies.
+	err = s.kv.view(func(r kvReader) error {
+		return r.scan([]byte{kindChunk}, true, func(k, _ []byte) error {
+			id, i, ok := parseChunkKey(k)
+			if !ok || s.refs.get(id) == 0 {
+				orphans = append(orphans, append([]byte(nil), k...))
+				if len(orphans) == recoverChunk {
+					return flush()
+				}
+				return nil
+			}
+			s.chunked[id] = max(s.chunked[id], i+1)
+			return nil
+		})
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("persist: recover body chunks: %w", err)
+	}
 	if dropped > 0 || droppedBodies > 0 {
 		s.log("persist: recovery dropped %d orphan entries and %d orphan bodies", dropped, droppedBodies)
 	}
@@ -817,6 +844,24 @@ func (s *engine) check(txn kvTxn) (problems, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	held := make(map[uint64]uint32)
+	err = txn.scan([]byte{kindChunk}, true, func(k, _ []byte) error {
+		id, i, ok := parseChunkKey(k)
+		if !ok || counts[id] == 0 {
+			report("body chunk %x has no entry", k)
+			return nil
+		}
+		held[id] = max(held[id], i+1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id, n := range held {
+		if s.chunked[id] != n {
+			report("message %d: %d chunks stored, %d counted", id, n, s.chunked[id])
+		}
 	}
 	for id, n := range counts {
 		if rc := s.refcount(id); rc != n {

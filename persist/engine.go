@@ -41,6 +41,10 @@ type engine struct {
 	storedHW uint64           // value of meta msgID on disk
 	arena    []byte           // keys and values of the open transaction
 	txnStats txnStats
+	// chunked is the chunk count of every message whose body is stored in
+	// chunks (chunks.go); txnChunked its changes in the open transaction.
+	chunked    map[uint64]uint32
+	txnChunked []chunkCount
 	// fold is the batch's published entries (see foldBatch); foldDelivered
 	// marks those of them a later op of the batch marked delivered.
 	fold          map[entryRef]*QueueSeq
@@ -126,6 +130,7 @@ func newEngine(k kv, logf func(string, ...any), walDir string, walNoSync bool) (
 		names:   make(map[queueName]uint64),
 		refs:    newRefTable(),
 		ov:      make(map[uint64]int64),
+		chunked: make(map[uint64]uint32),
 
 		fold:          make(map[entryRef]*QueueSeq),
 		foldDelivered: make(map[entryRef]struct{}),
@@ -378,7 +383,7 @@ func (s *engine) RecoverQueue(queueID uint64, fn func(e RecoveredEntry) error) (
 			maxSeq = max(maxSeq, seq)
 			e := RecoveredEntry{Seq: seq, MsgID: msgID, Redelivered: flags&flagDelivered != 0, Expires: expires}
 			err := r.get(bodyKey(msgID), func(v []byte) error {
-				m, err := decodeMessage(append([]byte(nil), v...))
+				m, err := readMessage(r, msgID, v)
 				e.Msg = m
 				return err
 			})
@@ -408,7 +413,7 @@ func (s *engine) LoadMessage(msgID uint64) (MessageRecord, error) {
 	err := s.kv.view(func(r kvReader) error {
 		return r.get(bodyKey(msgID), func(v []byte) error {
 			var err error
-			m, err = decodeMessage(append([]byte(nil), v...))
+			m, err = readMessage(r, msgID, v)
 			return err
 		})
 	})

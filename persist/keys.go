@@ -18,6 +18,7 @@ package persist
 //	                                                                bit 1: expiry follows) | [expiry u64, Unix ns]
 //	0x06  kindBlob     | key bytes (rest of the key)              blob value
 //	0x07  kindMeta     | meta id u8                               u64 counter
+//	0x08  kindChunk    | msgID u64 | chunk u32                    chunk of a large body (chunks.go)
 //
 // Meta ids: metaQueueID holds the largest queue id ever assigned, metaMsgID
 // the largest message id ever stored; both are written in the same
@@ -42,6 +43,7 @@ const (
 	kindEntry    byte = 0x05
 	kindBlob     byte = 0x06
 	kindMeta     byte = 0x07
+	kindChunk    byte = 0x08
 )
 
 const (

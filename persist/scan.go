@@ -93,7 +93,7 @@ func loadBodies(r kvReader, es []RecoveredEntry) error {
 	found := make([]bool, len(es))
 	take := func(j int, v []byte) error {
 		i := order[j]
-		m, err := decodeMessage(append([]byte(nil), v...))
+		m, err := readMessage(r, es[i].MsgID, v)
 		es[i].Msg = m
 		found[i] = true
 		return err

@@ -57,6 +57,7 @@ func Run(t *testing.T, open Opener, reopen Reopener) {
 	t.Run("Blobs", h(testBlobs))
 	t.Run("ConcurrentPublish", h(testConcurrentPublish))
 	t.Run("Closed", h(testClosed))
+	t.Run("LargeBodies", h(testLargeBodies))
 }
 
 type harness struct {
@@ -593,5 +594,77 @@ func testClosed(t *testing.T, c *harness) {
 		if got, _ := c.recover(t, q); len(got) != 100 {
 			t.Fatalf("recovered %d after Close, want 100", len(got))
 		}
+	}
+}
+
+// testLargeBodies stores bodies larger than Badger's largest value (its
+// value-log file, 64 MiB) next to small ones, in Publish and Atomic ops,
+// and reads them back before and after a restart; settling them leaves no
+// trace (Check, run after the test, sees every chunk).
+func testLargeBodies(t *testing.T, c *harness) {
+	if testing.Short() {
+		t.Skip("writes a few hundred MiB")
+	}
+	q := c.queue(t, "large")
+	big := func(id uint64, n int) persist.MessageRecord {
+		b := make([]byte, n)
+		r := rand.New(rand.NewPCG(id, uint64(n)))
+		for i := 0; i < n; i += 8 {
+			v := r.Uint64()
+			for j := 0; j < 8 && i+j < n; j++ {
+				b[i+j] = byte(v >> (8 * j))
+			}
+		}
+		return persist.MessageRecord{Exchange: "ex", RoutingKey: fmt.Sprint(id), Props: []byte{byte(id)}, Body: b}
+	}
+	sizes := map[uint64]int{1: 70 << 20, 2: 16 << 20, 3: 16<<20 + 1, 4: 10, 5: 127 << 20}
+	base := c.s.NextMessageID()
+	want := map[uint64]persist.MessageRecord{}
+	for k := uint64(1); k <= 4; k++ {
+		id := base + k
+		m := big(id, sizes[k])
+		want[k] = m
+		qs := []persist.QueueSeq{{QueueID: q, Seq: k, MsgID: id}}
+		wait(t, fmt.Sprintf("Publish %d bytes", sizes[k]), func(d func(error)) { c.s.Publish(id, m, qs, d) })
+	}
+	m5 := big(base+5, sizes[5])
+	want[5] = m5
+	wait(t, "Atomic of 127 MiB", func(d func(error)) {
+		c.s.Atomic([]persist.PublishOp{{MsgID: base + 5, Msg: m5, Entries: []persist.QueueSeq{{QueueID: q, Seq: 5, MsgID: base + 5}}}}, nil, d)
+	})
+	check := func(when string) {
+		t.Helper()
+		got, _ := c.recover(t, q)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d entries, want %d", when, len(got), len(want))
+		}
+		for _, e := range got {
+			w := want[e.Seq]
+			if !bytes.Equal(e.Msg.Body, w.Body) || e.Msg.RoutingKey != w.RoutingKey || !bytes.Equal(e.Msg.Props, w.Props) {
+				t.Fatalf("%s: seq %d: body of %d bytes differs from the %d published", when, e.Seq, len(e.Msg.Body), len(w.Body))
+			}
+			m, err := c.s.LoadMessage(e.MsgID)
+			if err != nil || !bytes.Equal(m.Body, w.Body) {
+				t.Fatalf("%s: LoadMessage %d: %v (%d bytes)", when, e.MsgID, err, len(m.Body))
+			}
+		}
+	}
+	check("live")
+	if err := persist.Check(c.s); err != nil {
+		t.Fatalf("invariants: %v", err)
+	}
+	if c.restart(t) {
+		check("after a restart")
+	}
+	var all []persist.QueueSeq
+	for k := uint64(1); k <= 5; k++ {
+		all = append(all, persist.QueueSeq{QueueID: q, Seq: k, MsgID: base + k})
+	}
+	c.settle(t, all...)
+	if got, _ := c.recover(t, q); len(got) != 0 {
+		t.Fatalf("%d entries after settling every one", len(got))
+	}
+	for k := uint64(1); k <= 5; k++ {
+		c.wantBody(t, base+k, false)
 	}
 }
