@@ -218,4 +218,14 @@ var (
 	ErrClosed = errors.New("persist: store closed")
 	// ErrCorrupt wraps a record that cannot be decoded.
 	ErrCorrupt = errors.New("persist: corrupt record")
+	// ErrTooLarge is passed to the done of an op too large to be stored
+	// (an Atomic op whose messages pass MaxAtomicBytes); nothing of it is
+	// written.
+	ErrTooLarge = errors.New("persist: op too large")
 )
+
+// MaxAtomicBytes bounds the bytes of the messages (bodies, properties,
+// exchange and routing key) of one Atomic op: an op over it may be refused
+// with ErrTooLarge. The message log holds an op in one record of at most
+// 1 GiB; this leaves room for its entries.
+const MaxAtomicBytes = walMaxRecord - 16<<20

@@ -72,6 +72,10 @@ type wal struct {
 	f      *os.File // current segment; nil until the first append
 	pos    walPos   // end of the last record written to f
 	buf    []byte   // the record being encoded, reused
+	dirty  bool     // f has writes not yet synced
+	// maxPayload is the largest record payload written (0: walMaxRecord);
+	// tests lower it.
+	maxPayload int
 	spares []string // released segment files waiting for reuse
 	// written counts bytes appended since the store opened.
 	written int64
@@ -143,6 +147,10 @@ func (w *wal) start(n uint64) error {
 		f.Close()
 		return err
 	}
+	if err := w.sync(); err != nil { // records of one batch span the roll
+		f.Close()
+		return err
+	}
 	if w.f != nil {
 		w.f.Close()
 	}
@@ -151,17 +159,53 @@ func (w *wal) start(n uint64) error {
 	return nil
 }
 
-// appendOps writes the message ops of ops as one record and makes it
-// durable. On an error the segment is abandoned: the next append starts a
-// new one, so no valid record ever follows a damaged one.
+// appendOps writes the message ops of ops as log records and makes them
+// durable with one fdatasync. ops go into one record unless their encoding
+// would pass maxPayload: then they are cut into several records between
+// ops (an op is always in one record; rejectOversized refuses an op that
+// no record can hold). On an error the segment is abandoned: the next
+// append starts a new one, so no valid record ever follows a damaged one.
 func (w *wal) appendOps(ops []op) error {
-	if n := walHeaderLen + walSize(ops); cap(w.buf) < n {
+	limit := w.payloadLimit()
+	for i := 0; i < len(ops); {
+		j, n := i, 0
+		for j < len(ops) {
+			z := walSize(ops[j : j+1])
+			if j > i && n+z > limit {
+				break
+			}
+			n += z
+			j++
+		}
+		if err := w.writeRecord(ops[i:j], n); err != nil {
+			return err
+		}
+		i = j
+	}
+	return w.sync()
+}
+
+// payloadLimit is the largest record payload appendOps writes.
+func (w *wal) payloadLimit() int {
+	if w.maxPayload > 0 {
+		return w.maxPayload
+	}
+	return walMaxRecord
+}
+
+// writeRecord writes ops as one record of at most size payload bytes (an
+// upper bound from walSize), without syncing.
+func (w *wal) writeRecord(ops []op, size int) error {
+	if n := walHeaderLen + size; cap(w.buf) < n {
 		w.buf = make([]byte, 0, n) // one allocation, not a growth per message
 	}
 	w.buf = walEncode(append(w.buf[:0], make([]byte, walHeaderLen)...), ops)
 	payload := w.buf[walHeaderLen:]
 	if len(payload) == 0 {
 		return nil // a zero length marks the end of a segment
+	}
+	if len(payload) > walMaxRecord {
+		return fmt.Errorf("persist: wal record of %d bytes is over the limit of %d", len(payload), walMaxRecord)
 	}
 	need := int64(len(w.buf))
 	if w.f == nil || (w.pos.off > 0 && w.pos.off+need > walSegmentSize) {
@@ -178,17 +222,27 @@ func (w *wal) appendOps(ops []op) error {
 		w.abandon()
 		return fmt.Errorf("persist: wal write: %w", err)
 	}
+	w.dirty = true
+	w.pos.off += need
+	w.written += need
+	if cap(w.buf) > 4*walSegmentSize/16 {
+		w.buf = nil // a burst made it large
+	}
+	return nil
+}
+
+// sync makes what was written to the current segment durable.
+func (w *wal) sync() error {
+	if !w.dirty || w.f == nil {
+		return nil
+	}
 	if !w.noSync {
 		if err := fdatasync(w.f); err != nil {
 			w.abandon()
 			return fmt.Errorf("persist: wal sync: %w", err)
 		}
 	}
-	w.pos.off += need
-	w.written += need
-	if cap(w.buf) > 4*walSegmentSize/16 {
-		w.buf = nil // a burst made it large
-	}
+	w.dirty = false
 	return nil
 }
 
@@ -199,6 +253,7 @@ func (w *wal) abandon() {
 		w.f.Close()
 		w.f = nil
 	}
+	w.dirty = false
 }
 
 // release removes (or keeps as spares) every segment numbered below seg.

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -353,4 +354,52 @@ func TestWALCompactKeepsDeliveredMarks(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("queue %v, want %v", got, want)
 	}
+}
+
+// TestWALRecordLimit: a batch whose encoding passes the record limit is
+// logged as several records and replayed whole; an Atomic op that no
+// record can hold is refused with ErrTooLarge before anything of it is
+// logged, so nothing acknowledged is unreadable by a replay.
+func TestWALRecordLimit(t *testing.T) {
+	d, dir := NewMemoryDisk(), t.TempDir()
+	s := walTestStore(t, d, dir)
+	q1, q2 := walQueues(t, s)
+	s.wl.w.maxPayload = 4 << 10 // set before the next op reaches the committer
+	// Hold the committer so that every op below lands in one batch.
+	release := make(chan struct{})
+	s.submit(op{kind: opProbe, probe: func() { <-release }})
+	const n = 100
+	acked := make(chan error, n+1)
+	var want1 []string
+	for id := uint64(1); id <= n; id++ {
+		s.Publish(id, walMsg(id), []QueueSeq{{QueueID: q1, Seq: id, MsgID: id}}, func(err error) { acked <- err })
+		want1 = append(want1, fmt.Sprintf("%d:%d", id, id))
+	}
+	big := MessageRecord{RoutingKey: "big", Body: make([]byte, 8<<10)}
+	tooBig := make(chan error, 1)
+	s.Atomic([]PublishOp{{MsgID: n + 1, Msg: big, Entries: []QueueSeq{{QueueID: q2, Seq: 1, MsgID: n + 1}}}}, nil, func(err error) { tooBig <- err })
+	close(release)
+	for range n {
+		if err := <-acked; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-tooBig; !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Atomic op over the record limit: done(%v), want ErrTooLarge", err)
+	}
+	snapshot := d.clone() // a crash: only the log has the publishes
+	if s.pendCount.Load() == 0 {
+		t.Fatal("nothing pending: the test does not exercise the replay")
+	}
+	s.Close()
+	records := 0
+	if _, err := replayWAL(filepath.Join(dir), walPos{}, func([]byte) error { records++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if records < 3 {
+		t.Fatalf("%d records for %d publishes over a 4 KiB record limit", records, n)
+	}
+	s = walTestStore(t, snapshot, dir)
+	defer s.Close()
+	walCheck(t, s, q1, q2, want1, nil)
 }

@@ -209,13 +209,19 @@ func (s *engine) commitLogged(ops []op) {
 	s.maybeApply()
 }
 
-// rejectOversized fails the ops that no kv transaction could hold (an
-// Atomic op is applied in one transaction): they are not logged.
+// rejectOversized fails the ops that no kv transaction or no log record
+// could hold (an Atomic op is applied in one transaction and logged in one
+// record): they are not logged, and their done gets the error, so nothing
+// is acknowledged that a replay could not read.
 func (s *engine) rejectOversized(ops []op) {
 	maxCount, maxSize := s.opLimits()
+	limit := s.wl.w.payloadLimit()
 	for i := range ops {
 		if c, z := s.estimate(&ops[i]); c > maxCount || z > maxSize {
 			ops[i].err = fmt.Errorf("%w: one op of %d writes, %d bytes", errTooBig, c, z)
+			s.log("persist: %v", ops[i].err)
+		} else if n := walSize(ops[i : i+1]); n > limit {
+			ops[i].err = fmt.Errorf("%w: one op of %d bytes, more than a log record holds (%d)", ErrTooLarge, n, limit)
 			s.log("persist: %v", ops[i].err)
 		}
 	}

@@ -408,6 +408,14 @@ func (ch *channel) txCommit() error {
 	if ch.tx == nil {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "channel is not transactional")
 	}
+	if n := txBytes(ch.tx.Publishes()); n > txMaxBytes {
+		// The store keeps a transaction in one log record: refuse one it
+		// could not read back, before any of it takes effect (its acks go
+		// back to the unacked set, and are requeued with the channel).
+		ch.rollback()
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, amqp.MethodTxCommit,
+			"transaction of %d message bytes is larger than the %d bytes one commit can store", n, txMaxBytes)
+	}
 	v := ch.c.vhost
 	pubs, settles := ch.tx.Take()
 	type routedPub struct {
@@ -468,6 +476,13 @@ func (ch *channel) txRollback() error {
 	if ch.tx == nil {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "channel is not transactional")
 	}
+	ch.rollback()
+	return ch.c.out.sendMethod(ch.id, &amqp.TxRollbackOk{})
+}
+
+// rollback discards the transaction's publishes and gives its acks'
+// deliveries back to the unacked set.
+func (ch *channel) rollback() {
 	ds := ch.tx.Rollback()
 	ch.mu.Lock()
 	for _, d := range ds {
@@ -479,7 +494,20 @@ func (ch *channel) txRollback() error {
 	ch.unacked.Restore(ds)
 	ch.mu.Unlock()
 	ch.c.unackedChanged(len(ds))
-	return ch.c.out.sendMethod(ch.id, &amqp.TxRollbackOk{})
+}
+
+// txMaxBytes is the largest transaction tx.commit takes (a variable for
+// tests).
+var txMaxBytes int64 = persist.MaxAtomicBytes
+
+// txBytes is what the messages of a transaction's publishes weigh in the
+// store (compared with persist.MaxAtomicBytes).
+func txBytes(pubs []*publishing) int64 {
+	var n int64
+	for _, p := range pubs {
+		n += int64(len(p.body) + len(p.props) + len(p.method.Exchange) + len(p.method.RoutingKey))
+	}
+	return n
 }
 
 func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {

@@ -29,6 +29,10 @@ func (t *Tx[P]) Publish(p P) { t.publishes = append(t.publishes, p) }
 // Settle buffers an acknowledgement.
 func (t *Tx[P]) Settle(s Settle) { t.settles = append(t.settles, s) }
 
+// Publishes returns the buffered publishes, in arrival order, without
+// taking them.
+func (t *Tx[P]) Publishes() []P { return t.publishes }
+
 // Take returns the buffered work in arrival order and starts a new
 // transaction, as tx.commit does.
 func (t *Tx[P]) Take() ([]P, []Settle) {
