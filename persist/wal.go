@@ -76,7 +76,7 @@ type wal struct {
 	// maxPayload is the largest record payload written (0: walMaxRecord);
 	// tests lower it.
 	maxPayload int
-	spares []string // released segment files waiting for reuse
+	spares     []string // released segment files waiting for reuse
 	// written counts bytes appended since the store opened.
 	written int64
 }
