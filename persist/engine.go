@@ -114,9 +114,16 @@ const (
 	recoverChunk = 4096      // orphan keys deleted per transaction at Open
 )
 
+// logOptions configure the message log of an engine.
+type logOptions struct {
+	dir    string // where the log is kept; "" for none
+	noSync bool   // no fdatasync (benchmarks)
+	repair bool   // drop damaged records at replay instead of failing
+}
+
 // newEngine recovers the store in k and starts its committer. With a
-// non-empty walDir, message ops go through the message log kept there.
-func newEngine(k kv, logf func(string, ...any), walDir string, walNoSync bool) (*engine, error) {
+// non-empty lo.dir, message ops go through the message log kept there.
+func newEngine(k kv, logf func(string, ...any), lo logOptions) (*engine, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -138,8 +145,8 @@ func newEngine(k kv, logf func(string, ...any), walDir string, walNoSync bool) (
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
-	if walDir != "" {
-		if err := s.openLog(walDir, walNoSync); err != nil {
+	if lo.dir != "" {
+		if err := s.openLog(lo); err != nil {
 			return nil, err
 		}
 	}

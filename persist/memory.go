@@ -51,7 +51,7 @@ func NewMemory() Store {
 // OpenMemory opens an in-memory Store on d, recovering what earlier stores
 // committed to it. Only one open store may use d at a time.
 func OpenMemory(d *MemoryDisk) (Store, error) {
-	return newEngine(memKV{d}, nil, "", false)
+	return newEngine(memKV{d}, nil, logOptions{})
 }
 
 type memKV struct{ d *MemoryDisk }

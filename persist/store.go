@@ -209,6 +209,12 @@ type Options struct {
 	// MemTableSize overrides Badger's memtable size (bytes) when > 0. The
 	// largest transaction is about 15% of it.
 	MemTableSize int64
+	// RepairLog lets Open go past damage in the message log (a record in
+	// the middle of the log that fails its checksum, see CorruptLogError):
+	// the damaged stretch is dropped, with a notice through Logger naming
+	// the file and the bytes, and everything else is replayed. Without it
+	// Open fails with a *CorruptLogError.
+	RepairLog bool
 }
 
 var (

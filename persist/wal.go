@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -73,6 +74,10 @@ type wal struct {
 	pos    walPos   // end of the last record written to f
 	buf    []byte   // the record being encoded, reused
 	dirty  bool     // f has writes not yet synced
+	// prev is where the segment before f ended, markEnd where f's marker
+	// record ends.
+	prev    walPos
+	markEnd int64
 	// maxPayload is the largest record payload written (0: walMaxRecord);
 	// tests lower it.
 	maxPayload int
@@ -128,6 +133,9 @@ func openWAL(dir string, noSync bool) (*wal, error) {
 // start begins writing at the start of segment n (larger than every
 // segment in the directory).
 func (w *wal) start(n uint64) error {
+	if err := w.sync(); err != nil {
+		return err
+	}
 	var f *os.File
 	var err error
 	name := segName(w.dir, n)
@@ -143,27 +151,46 @@ func (w *wal) start(n uint64) error {
 	if err != nil {
 		return fmt.Errorf("persist: wal segment %x: %w", n, err)
 	}
+	// The marker: where the previous segment ends. It is made durable by
+	// the fdatasync of the first record after it.
+	mark := appendMarker(make([]byte, walHeaderLen, walHeaderLen+24), w.pos)
+	putHeader(mark, n)
+	if _, err := f.WriteAt(mark, 0); err != nil {
+		f.Close()
+		os.Remove(name)
+		return fmt.Errorf("persist: wal segment %x: %w", n, err)
+	}
 	if err := syncDir(w.dir); err != nil {
 		f.Close()
-		return err
-	}
-	if err := w.sync(); err != nil { // records of one batch span the roll
-		f.Close()
+		os.Remove(name)
 		return err
 	}
 	if w.f != nil {
 		w.f.Close()
 	}
 	w.f = f
-	w.pos = walPos{seg: n}
+	w.prev = w.pos
+	w.pos = walPos{seg: n, off: int64(len(mark))}
+	w.markEnd = w.pos.off
+	w.dirty = true
 	return nil
 }
 
+// putHeader fills in the header of record rec (header and payload) of
+// segment seg.
+func putHeader(rec []byte, seg uint64) {
+	h, payload := rec[:walHeaderLen], rec[walHeaderLen:]
+	binary.BigEndian.PutUint32(h[0:], uint32(len(payload)))
+	binary.BigEndian.PutUint64(h[8:], seg)
+	crc := crc32.Update(0, walCRC, h[8:16])
+	binary.BigEndian.PutUint32(h[4:], crc32.Update(crc, walCRC, payload))
+}
+
 // appendOps writes the message ops of ops as log records and makes them
-// durable with one fdatasync. ops go into one record unless their encoding
+// durable with an fdatasync. ops go into one record unless their encoding
 // would pass maxPayload: then they are cut into several records between
-// ops (an op is always in one record; rejectOversized refuses an op that
-// no record can hold). On an error the segment is abandoned: the next
+// ops, each synced (an op is always in one record; rejectOversized refuses
+// an op that no record can hold). On an error the segment is abandoned: the next
 // append starts a new one, so no valid record ever follows a damaged one.
 func (w *wal) appendOps(ops []op) error {
 	limit := w.payloadLimit()
@@ -180,9 +207,14 @@ func (w *wal) appendOps(ops []op) error {
 		if err := w.writeRecord(ops[i:j], n); err != nil {
 			return err
 		}
+		// Each record is synced before the next is written, so a valid
+		// record after an invalid one always means damage (replaySegment).
+		if err := w.sync(); err != nil {
+			return err
+		}
 		i = j
 	}
-	return w.sync()
+	return nil
 }
 
 // payloadLimit is the largest record payload appendOps writes.
@@ -208,16 +240,12 @@ func (w *wal) writeRecord(ops []op, size int) error {
 		return fmt.Errorf("persist: wal record of %d bytes is over the limit of %d", len(payload), walMaxRecord)
 	}
 	need := int64(len(w.buf))
-	if w.f == nil || (w.pos.off > 0 && w.pos.off+need > walSegmentSize) {
+	if w.f == nil || (w.pos.off > w.markEnd && w.pos.off+need > walSegmentSize) {
 		if err := w.start(w.pos.seg + 1); err != nil {
 			return err
 		}
 	}
-	h := w.buf[:walHeaderLen]
-	binary.BigEndian.PutUint32(h[0:], uint32(len(payload)))
-	binary.BigEndian.PutUint64(h[8:], w.pos.seg)
-	crc := crc32.Update(0, walCRC, h[8:16])
-	binary.BigEndian.PutUint32(h[4:], crc32.Update(crc, walCRC, payload))
+	putHeader(w.buf, w.pos.seg)
 	if _, err := w.f.WriteAt(w.buf, w.pos.off); err != nil {
 		w.abandon()
 		return fmt.Errorf("persist: wal write: %w", err)
@@ -252,6 +280,14 @@ func (w *wal) abandon() {
 	if w.f != nil {
 		w.f.Close()
 		w.f = nil
+		if w.pos.off <= w.markEnd {
+			// Nothing but the marker: remove the file, so that failing
+			// writes (a full disk) do not leave a segment each, and the
+			// next segment takes its number.
+			if err := os.Remove(segName(w.dir, w.pos.seg)); err == nil {
+				w.pos = w.prev
+			}
+		}
 	}
 	w.dirty = false
 }
@@ -290,16 +326,55 @@ func (w *wal) close() error {
 	return err
 }
 
+// CorruptLogError is a damaged record in the middle of the message log: a
+// record that is not valid although the log holds valid records after it
+// (so it had been written and synced), as opposed to a torn tail, the last
+// record cut short by a crash, which is never acknowledged and is dropped
+// quietly. Open refuses a store with one unless Options.RepairLog is set.
+type CorruptLogError struct {
+	File   string
+	Offset int64
+	Reason string
+	// Next is the offset of the next valid record in File (-1: none; the
+	// log continues in the next segment).
+	Next int64
+}
+
+func (e *CorruptLogError) Error() string {
+	next := "the rest of the file"
+	if e.Next >= 0 {
+		next = fmt.Sprintf("%d bytes up to the next valid record at offset %d", e.Next-e.Offset, e.Next)
+	}
+	return fmt.Sprintf("persist: message log corrupt: %s at offset %d: %s; valid records follow it, so this is damage, not a torn write. "+
+		"Starting with the message log repair option (warren --repair-message-log) drops %s and replays everything else", e.File, e.Offset, e.Reason, next)
+}
+
+// replayOptions are what replayWAL needs beyond the position.
+type replayOptions struct {
+	// repair drops a damaged stretch of a segment (reporting it through
+	// logf) instead of failing with a *CorruptLogError.
+	repair bool
+	logf   func(string, ...any)
+}
+
 // replayWAL calls fn with the payload of every valid record at or after
 // from, in order; payloads are fresh slices fn may keep. It returns the
-// largest segment number present (0 if none).
-func replayWAL(dir string, from walPos, fn func(payload []byte) error) (last uint64, err error) {
+// end of the log: the largest segment number present (0 if none) and the
+// offset after its last valid record.
+//
+// Each segment but the first starts with a marker record naming the end
+// of the segment before it (walSegStart): a replay checks that the
+// previous segment's valid records reach exactly there, and replays none
+// past it (records past it belong to a write that failed and was
+// abandoned). Where no marker says where a segment ends, its end is the
+// first invalid record, unless a valid record of the segment follows.
+func replayWAL(dir string, from walPos, ro replayOptions, fn func(payload []byte) error) (end walPos, err error) {
 	segs, _, err := listSegments(dir)
 	if err != nil {
-		return 0, err
+		return walPos{}, err
 	}
-	for _, n := range segs {
-		last = max(last, n)
+	for i, n := range segs {
+		end = walPos{seg: n}
 		if n < from.seg {
 			continue
 		}
@@ -307,46 +382,173 @@ func replayWAL(dir string, from walPos, fn func(payload []byte) error) (last uin
 		if n == from.seg {
 			off = from.off
 		}
-		if err := replaySegment(segName(dir, n), n, off, fn); err != nil {
-			return last, err
+		limit := int64(-1)
+		if i+1 < len(segs) && segs[i+1] == n+1 {
+			if prev, ok := readMarker(segName(dir, n+1)); ok && prev.seg == n {
+				limit = prev.off
+			}
 		}
+		e, err := replaySegment(segName(dir, n), n, off, limit, ro, fn)
+		if err != nil {
+			return end, err
+		}
+		end.off = e
 	}
-	return last, nil
+	return end, nil
 }
 
-func replaySegment(name string, seg uint64, off int64, fn func([]byte) error) error {
+// readRecord reads the record of segment seg at off in f (size bytes
+// long). It returns the payload, or a reason why there is no valid record
+// there.
+func readRecord(f *os.File, size int64, seg uint64, off int64) ([]byte, string, error) {
+	var h [walHeaderLen]byte
+	if off+walHeaderLen > size {
+		return nil, "end of file", nil
+	}
+	if _, err := f.ReadAt(h[:], off); err != nil {
+		return nil, "", err
+	}
+	n := int64(binary.BigEndian.Uint32(h[0:]))
+	switch {
+	case n == 0:
+		return nil, "zero length", nil
+	case binary.BigEndian.Uint64(h[8:]) != seg:
+		return nil, "record of another segment", nil
+	case n > walMaxRecord || off+walHeaderLen+n > size:
+		return nil, fmt.Sprintf("length %d past the end of the file", n), nil
+	}
+	payload := make([]byte, n)
+	if _, err := f.ReadAt(payload, off+walHeaderLen); err != nil {
+		return nil, "", err
+	}
+	crc := crc32.Update(0, walCRC, h[8:16])
+	if crc32.Update(crc, walCRC, payload) != binary.BigEndian.Uint32(h[4:]) {
+		return nil, "checksum mismatch", nil
+	}
+	return payload, "", nil
+}
+
+// nextValid returns the offset of the first valid record of segment seg
+// in f at or after from and before to, or -1.
+func nextValid(f *os.File, size int64, seg uint64, from, to int64) (int64, error) {
+	const window = 4 << 20
+	var pat [8]byte
+	binary.BigEndian.PutUint64(pat[:], seg)
+	buf := make([]byte, window+walHeaderLen)
+	for base := from; base < to; base += window {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-base)], base)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return -1, err
+		}
+		b := buf[:n]
+		for i := 0; ; {
+			k := bytes.Index(b[i:], pat[:])
+			if k < 0 {
+				break
+			}
+			at := base + int64(i+k) - 8 // the segment field is at header offset 8
+			i += k + 1
+			if at < from || at >= to || at >= base+window {
+				continue
+			}
+			p, _, err := readRecord(f, size, seg, at)
+			if err != nil {
+				return -1, err
+			}
+			if p != nil {
+				return at, nil
+			}
+		}
+	}
+	return -1, nil
+}
+
+// readMarker returns the previous segment's end named by the marker that
+// starts segment file name, if it has one.
+func readMarker(name string) (walPos, bool) {
 	f, err := os.Open(name)
 	if err != nil {
-		return err
+		return walPos{}, false
 	}
 	defer f.Close()
-	var h [walHeaderLen]byte
+	st, err := f.Stat()
+	if err != nil {
+		return walPos{}, false
+	}
+	base, _ := strings.CutSuffix(filepath.Base(name), ".log")
+	seg, err := strconv.ParseUint(base, 16, 64)
+	if err != nil {
+		return walPos{}, false
+	}
+	p, _, err := readRecord(f, st.Size(), seg, 0)
+	if err != nil || p == nil {
+		return walPos{}, false
+	}
+	return parseMarker(p)
+}
+
+// replaySegment replays segment seg from off; limit, when not -1, is where
+// the next segment's marker says the segment ends. It returns the offset
+// after the last record replayed.
+func replaySegment(name string, seg uint64, off, limit int64, ro replayOptions, fn func([]byte) error) (int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return off, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return off, err
+	}
+	size := st.Size()
+	to := size
+	if limit >= 0 {
+		to = min(limit, size)
+	}
 	for {
-		if _, err := f.ReadAt(h[:], off); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
+		if limit >= 0 && off >= limit {
+			return off, nil
+		}
+		payload, reason, err := readRecord(f, size, seg, off)
+		if err != nil {
+			return off, err
+		}
+		if payload != nil {
+			next := off + walHeaderLen + int64(len(payload))
+			if limit >= 0 && next > limit {
+				reason = fmt.Sprintf("record runs past the end (%d) the next segment names", limit)
+			} else {
+				off = next
+				if _, ok := parseMarker(payload); ok {
+					continue
+				}
+				if err := fn(payload); err != nil {
+					return off, err
+				}
+				continue
 			}
-			return err
 		}
-		n := binary.BigEndian.Uint32(h[0:])
-		if n == 0 || n > walMaxRecord || binary.BigEndian.Uint64(h[8:]) != seg {
-			return nil
+		// No valid record at off: the end of the segment, or damage.
+		next, err := nextValid(f, size, seg, off+1, to)
+		if err != nil {
+			return off, err
 		}
-		payload := make([]byte, n)
-		if _, err := f.ReadAt(payload, off+walHeaderLen); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil // torn tail
-			}
-			return err
+		if limit < 0 && next < 0 {
+			return off, nil // the end, or a torn tail
 		}
-		crc := crc32.Update(0, walCRC, h[8:16])
-		if crc32.Update(crc, walCRC, payload) != binary.BigEndian.Uint32(h[4:]) {
-			return nil
+		ce := &CorruptLogError{File: name, Offset: off, Reason: reason, Next: next}
+		if limit >= 0 && next < 0 {
+			ce.Reason += fmt.Sprintf(", and the next segment says this one ends at %d", limit)
 		}
-		if err := fn(payload); err != nil {
-			return err
+		if !ro.repair {
+			return off, ce
 		}
-		off += walHeaderLen + int64(n)
+		if next < 0 {
+			ro.logf("persist: repair: message log %s: dropped %d bytes from offset %d (%s)", name, to-off, off, reason)
+			return to, nil
+		}
+		ro.logf("persist: repair: message log %s: dropped %d bytes from offset %d to the next valid record (%s)", name, next-off, off, reason)
+		off = next
 	}
 }
 
@@ -370,7 +572,29 @@ const (
 	walSettle    byte = 2
 	walDelivered byte = 3
 	walAtomic    byte = 4
+	walSegStart  byte = 5 // a segment's first record: the previous segment's end
 )
+
+// appendMarker encodes the payload of the record that starts a segment:
+// where the previous segment ended (its number and the offset after its
+// last record).
+func appendMarker(b []byte, prev walPos) []byte {
+	b = append(b, walSegStart)
+	b = binary.AppendUvarint(b, prev.seg)
+	return binary.AppendUvarint(b, uint64(prev.off))
+}
+
+func parseMarker(p []byte) (walPos, bool) {
+	if len(p) == 0 || p[0] != walSegStart {
+		return walPos{}, false
+	}
+	r := walReader{reader{b: p[1:]}}
+	seg, off := r.uvarint(), r.uvarint()
+	if r.err != nil || len(r.b) != 0 {
+		return walPos{}, false
+	}
+	return walPos{seg, int64(off)}, true
+}
 
 // walLoggable reports whether o is a message op the log carries.
 func walLoggable(k opKind) bool {

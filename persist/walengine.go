@@ -30,8 +30,9 @@ type walState struct {
 // openLog opens the message log in dir, replays what the last checkpoint
 // does not cover into the kv, and checkpoints. It runs in Open after
 // recover, before the committer starts.
-func (s *engine) openLog(dir string, noSync bool) error {
-	w, err := openWAL(dir, noSync)
+func (s *engine) openLog(lo logOptions) error {
+	dir := lo.dir
+	w, err := openWAL(dir, lo.noSync)
 	if err != nil {
 		return fmt.Errorf("persist: open message log: %w", err)
 	}
@@ -67,7 +68,7 @@ func (s *engine) openLog(dir string, noSync bool) error {
 		ops, bytes = ops[:0], 0
 		return err
 	}
-	last, err := replayWAL(dir, from, func(payload []byte) error {
+	end, err := replayWAL(dir, from, replayOptions{repair: lo.repair, logf: s.log}, func(payload []byte) error {
 		dec, err := walDecode(payload)
 		if err != nil {
 			// A valid CRC over an undecodable payload: a bug, not a torn
@@ -94,8 +95,8 @@ func (s *engine) openLog(dir string, noSync bool) error {
 	}
 	// Everything in the log is in the kv now: later writes go to a new
 	// segment, and the old ones go once the checkpoint says so.
-	w.pos = walPos{seg: last}
-	next := walPos{seg: last + 1}
+	w.pos = end
+	next := walPos{seg: end.seg + 1}
 	if err := s.writeCheckpoint(next); err != nil {
 		return err
 	}

@@ -75,6 +75,10 @@ type Config struct {
 	// Store is the durable store (default: Badger in DataDir). The server
 	// closes it when Serve returns.
 	Store persist.Store
+	// RepairMessageLog lets start-up go past damage in the message log
+	// (persist.Options.RepairLog): the damaged records are dropped, and
+	// the log says which. Without it a damaged log stops start-up.
+	RepairMessageLog bool
 }
 
 func (c *Config) setDefaults() {

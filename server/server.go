@@ -78,7 +78,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
-			Logger: func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
+			Logger:    func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
+			RepairLog: cfg.RepairMessageLog,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)

@@ -55,6 +55,7 @@ func run(args []string) error {
 	maxUnacked := fs.Int("max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
 	loopbackUsers := fs.String("loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
 	loadDefs := fs.String("load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
+	repairLog := fs.Bool("repair-message-log", false, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
 	tlsCA := fs.String("tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -95,6 +96,7 @@ func run(args []string) error {
 		MaxConnections:          *maxConns,
 		MaxUnackedPerConnection: *maxUnacked,
 		LoopbackUsers:           splitList(*loopbackUsers),
+		RepairMessageLog:        *repairLog,
 	})
 	if err != nil {
 		return err
