@@ -62,7 +62,8 @@ func Open(dir string, opts Options) (Store, error) {
 		return nil, err
 	}
 	k := &badgerKV{db: db, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
-	lo := logOptions{dir: filepath.Join(dir, walDir), noSync: opts.NoSync, repair: opts.RepairLog}
+	lo := logOptions{dir: filepath.Join(dir, walDir), noSync: opts.NoSync, repair: opts.RepairLog,
+		diskFreeLimit: opts.DiskFreeLimit, onDiskLow: opts.OnDiskLow}
 	if opts.NoWAL {
 		lo.dir = ""
 	}

@@ -119,6 +119,9 @@ type logOptions struct {
 	dir    string // where the log is kept; "" for none
 	noSync bool   // no fdatasync (benchmarks)
 	repair bool   // drop damaged records at replay instead of failing
+	// diskFreeLimit and onDiskLow: see Options.
+	diskFreeLimit uint64
+	onDiskLow     func(free uint64)
 }
 
 // newEngine recovers the store in k and starts its committer. With a

@@ -215,6 +215,14 @@ type Options struct {
 	// the file and the bytes, and everything else is replayed. Without it
 	// Open fails with a *CorruptLogError.
 	RepairLog bool
+	// DiskFreeLimit, when not 0, has the message log look at the free
+	// space on its file system before it writes (at least every MiB or
+	// 100 ms, and before every record once it is low): when a record would
+	// leave less than DiskFreeLimit bytes, OnDiskLow is called with the
+	// free space (from the committer: it must not block) and the log's
+	// spare segments are deleted. The write itself goes ahead.
+	DiskFreeLimit uint64
+	OnDiskLow     func(free uint64)
 }
 
 var (

@@ -82,6 +82,8 @@ type wal struct {
 	// tests lower it.
 	maxPayload int
 	spares     []string // released segment files waiting for reuse
+	// disk watches the free space under the log (nil: not watched).
+	disk *diskWatch
 	// written counts bytes appended since the store opened.
 	written int64
 }
@@ -240,6 +242,7 @@ func (w *wal) writeRecord(ops []op, size int) error {
 		return fmt.Errorf("persist: wal record of %d bytes is over the limit of %d", len(payload), walMaxRecord)
 	}
 	need := int64(len(w.buf))
+	w.checkDisk(need)
 	if w.f == nil || (w.pos.off > w.markEnd && w.pos.off+need > walSegmentSize) {
 		if err := w.start(w.pos.seg + 1); err != nil {
 			return err
@@ -303,7 +306,7 @@ func (w *wal) release(seg uint64) error {
 			continue
 		}
 		name := segName(w.dir, n)
-		if len(w.spares) < walMaxSpares {
+		if len(w.spares) < walMaxSpares && (w.disk == nil || !w.disk.low) {
 			sp := filepath.Join(w.dir, fmt.Sprintf("spare-%016x", n))
 			if err := os.Rename(name, sp); err == nil {
 				w.spares = append(w.spares, sp)

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // walTestStore opens an engine on the memory disk d with its message log
@@ -612,4 +614,91 @@ func TestWALRandomDamage(t *testing.T) {
 		t.Fatal("no flip was refused: the test does not reach the records")
 	}
 	t.Logf("%d of 40 flips refused, the rest lost nothing", refused)
+}
+
+// TestWALDiskWatch: the log looks at the free space before it writes;
+// when a record would leave less than the limit, it calls OnDiskLow at
+// once and deletes its spare segments, and it goes on looking before every
+// record until there is room again.
+func TestWALDiskWatch(t *testing.T) {
+	d, dir := NewMemoryDisk(), t.TempDir()
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	lows := make(chan uint64, 100)
+	s, err := newEngine(memKV{d}, nil, logOptions{dir: dir, diskFreeLimit: 50 << 20, onDiskLow: func(f uint64) { lows <- f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	looks := atomic.Int64{}
+	var clock atomic.Int64 // ns since the epoch
+	clock.Store(time.Now().UnixNano())
+	// Set before the next op reaches the committer.
+	s.wl.w.disk.statfs = func(string) (uint64, bool) { looks.Add(1); return free.Load(), true }
+	s.wl.w.disk.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	q1, _ := walQueues(t, s)
+	pub := func(id uint64) {
+		walWait(t, func(done func(error)) { s.Publish(id, walMsg(id), []QueueSeq{{QueueID: q1, Seq: id, MsgID: id}}, done) })
+	}
+	pub(1)
+	// Two spare segments, as after a drained backlog.
+	if err := s.submitWait(op{kind: opProbe, probe: func() {
+		for range 2 {
+			if err := s.wl.w.start(s.wl.w.pos.seg + 1); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := s.wl.w.release(s.wl.w.pos.seg); err != nil {
+			t.Error(err)
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	spares, _ := filepath.Glob(filepath.Join(dir, "spare-*"))
+	if len(spares) != 2 {
+		t.Fatalf("spares %v", spares)
+	}
+	select {
+	case f := <-lows:
+		t.Fatalf("OnDiskLow(%d) with 1 TiB free", f)
+	default:
+	}
+	free.Store(50<<20 + 100) // the next record takes it under the limit
+	pub(2)
+	select {
+	case f := <-lows:
+		t.Fatalf("OnDiskLow(%d) before a look was due", f)
+	default:
+	}
+	clock.Add(int64(diskCheckAge))
+	pub(7)
+	select {
+	case f := <-lows:
+		if f != 50<<20+100 {
+			t.Fatalf("OnDiskLow(%d)", f)
+		}
+	default:
+		t.Fatal("OnDiskLow not called before the write that passes the limit")
+	}
+	if spares, _ := filepath.Glob(filepath.Join(dir, "spare-*")); len(spares) != 0 {
+		t.Fatalf("spare segments kept on a full disk: %v", spares)
+	}
+	// While low, every record looks again.
+	before := looks.Load()
+	pub(3)
+	pub(4)
+	if looks.Load()-before < 2 {
+		t.Fatalf("%d looks for two records on a low disk", looks.Load()-before)
+	}
+	free.Store(1 << 40)
+	pub(5)
+	before = looks.Load()
+	clock.Add(int64(diskCheckAge / 2))
+	pub(6)
+	if looks.Load() != before {
+		t.Fatal("still looking before every record with room again")
+	}
+	if err := Check(s); err != nil {
+		t.Fatal(err)
+	}
 }

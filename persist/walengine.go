@@ -50,6 +50,9 @@ func (s *engine) openLog(lo logOptions) error {
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("persist: read log checkpoint: %w", err)
 	}
+	if lo.diskFreeLimit > 0 {
+		w.disk = &diskWatch{dir: dir, limit: lo.diskFreeLimit, onLow: lo.onDiskLow, statfs: freeBytes, now: time.Now}
+	}
 	s.wl = &walState{w: w}
 	live := make(map[uint64]bool, len(s.names))
 	for _, id := range s.names {

@@ -72,7 +72,8 @@ func (s *Server) SetMemoryHighWatermark(bytes uint64) {
 	s.alarms.mu.Unlock()
 }
 
-// runAlarms checks memory and disk every interval until ctx ends.
+// runAlarms checks memory and disk every interval, and at once when
+// poked, until ctx ends.
 func (s *Server) runAlarms(ctx context.Context) {
 	t := time.NewTicker(s.cfg.AlarmInterval)
 	defer t.Stop()
@@ -82,7 +83,17 @@ func (s *Server) runAlarms(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.alarmPoke:
 		}
+	}
+}
+
+// pokeAlarms has the alarm monitor check now (the store saw the disk
+// filling up between two polls). It never blocks.
+func (s *Server) pokeAlarms() {
+	select {
+	case s.alarmPoke <- struct{}{}:
+	default:
 	}
 }
 

@@ -49,6 +49,8 @@ type Server struct {
 	outMaxBuffered int
 
 	alarms *alarmState
+	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
+	alarmPoke chan struct{}
 
 	replyMu sync.Mutex
 	replyTo map[string]*consumer // direct reply-to names -> their consumers
@@ -75,11 +77,16 @@ func New(cfg Config) (*Server, error) {
 		tlsCfg:  tlsCfg,
 
 		outMaxBuffered: outMaxBuffered,
+		alarmPoke:      make(chan struct{}, 1),
 	}
 	if cfg.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
 			Logger:    func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
 			RepairLog: cfg.RepairMessageLog,
+			// The log's own look at the disk raises the alarm between
+			// two polls.
+			DiskFreeLimit: cfg.DiskFreeLimit,
+			OnDiskLow:     func(uint64) { s.pokeAlarms() },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
