@@ -22,6 +22,10 @@ type Backlog interface {
 	Bytes() int64
 	// Purge drops every entry and returns how many there were.
 	Purge() int
+	// Remove takes out the ready entry e (found by Seq and Msg) wherever
+	// it is, reporting whether it was there. It is for a message the store
+	// failed to write (Queue.Withdraw), a rare path: it may be slow.
+	Remove(e Entry) bool
 }
 
 // memBacklog is a FIFO ring of fresh entries plus a min-heap of requeued
@@ -116,6 +120,44 @@ func (b *memBacklog) Purge() int {
 	return n
 }
 
+func (b *memBacklog) Remove(e Entry) bool {
+	for i, r := range b.requeued {
+		if r.Seq == e.Seq && r.Msg == e.Msg {
+			heap.Remove(&b.requeued, i)
+			b.bytes -= r.Msg.Size()
+			return true
+		}
+	}
+	// The ring is in Seq order: find the place, then close the gap.
+	size := len(b.ring)
+	at := func(i int) Entry { return b.ring[(b.head+i)%size] }
+	lo, hi := 0, b.n
+	for lo < hi {
+		m := (lo + hi) / 2
+		if at(m).Seq < e.Seq {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	for i := lo; i < b.n && at(i).Seq == e.Seq; i++ {
+		if at(i).Msg != e.Msg {
+			continue
+		}
+		for j := i; j < b.n-1; j++ {
+			b.ring[(b.head+j)%size] = at(j + 1)
+		}
+		b.ring[(b.head+b.n-1)%size] = Entry{}
+		b.n--
+		if b.n == 0 {
+			b.head = 0
+		}
+		b.bytes -= e.Msg.Size()
+		return true
+	}
+	return false
+}
+
 type seqHeap []Entry
 
 func (h seqHeap) Len() int           { return len(h) }
@@ -193,6 +235,15 @@ func (b *priorityBacklog) Pop() (Entry, bool) {
 
 func (b *priorityBacklog) Len() int     { return b.n }
 func (b *priorityBacklog) Bytes() int64 { return b.bytes }
+
+func (b *priorityBacklog) Remove(e Entry) bool {
+	if !b.level(e).Remove(e) {
+		return false
+	}
+	b.n--
+	b.bytes -= e.Msg.Size()
+	return true
+}
 
 func (b *priorityBacklog) Purge() int {
 	n := b.n

@@ -5,7 +5,10 @@
 // the Backlog interface, so a disk-backed backlog slots in unchanged.
 package queue
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Message is one published message. It is immutable once published and may
 // be shared by many queues; a queue refers to it through an Entry.
@@ -26,7 +29,16 @@ type Message struct {
 	// TTL is the message's own expiration property, when HasTTL.
 	TTL    time.Duration
 	HasTTL bool
+	// lost is set when the store failed to write the message: its
+	// publisher was nacked, so no queue may deliver it or count it.
+	lost atomic.Bool
 }
+
+// MarkLost records that the store failed to write m (see Queue.Withdraw).
+func (m *Message) MarkLost() { m.lost.Store(true) }
+
+// Lost reports whether MarkLost was called.
+func (m *Message) Lost() bool { return m.lost.Load() }
 
 // Size is the message's weight for byte-based accounting.
 func (m *Message) Size() int64 { return int64(len(m.Body)) }

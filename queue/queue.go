@@ -368,6 +368,10 @@ func (q *Queue) dropExpired(now time.Time) {
 	n := now.UnixNano()
 	for {
 		e, ok := q.backlog.Peek()
+		if ok && e.Msg.Lost() {
+			q.backlog.Pop()
+			continue
+		}
 		if !ok || e.Expires == 0 || e.Expires > n {
 			return
 		}
@@ -489,6 +493,10 @@ func (q *Queue) dispatch() {
 			q.drop(e, Expired)
 			continue
 		}
+		if e.Msg.Lost() {
+			q.backlog.Pop()
+			continue
+		}
 		if !q.offer(e) {
 			return
 		}
@@ -509,6 +517,16 @@ func (q *Queue) KickFor(ctx any) {
 	dead, removed := q.takeDead()
 	q.mu.Unlock()
 	q.report(dead, removed)
+}
+
+// Withdraw takes back a message the store failed to write (m is marked
+// lost): its entry at seq leaves the backlog, so that it is neither
+// delivered nor counted. One that was delivered already stays with its
+// consumer.
+func (q *Queue) Withdraw(m *Message, seq uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.backlog.Remove(Entry{Seq: seq, Msg: m})
 }
 
 // Get takes the first ready entry for basic.get. It returns the entry and

@@ -360,3 +360,55 @@ func BenchmarkExpireVsDrain(b *testing.B) {
 		}
 	})
 }
+
+// TestBacklogRemove: Remove takes out exactly the entry asked for, from
+// the ring (also when it wraps) or from the requeued entries, and keeps
+// the order and the byte count of the rest.
+func TestBacklogRemove(t *testing.T) {
+	for _, b := range []Backlog{NewMemBacklog(), NewPriorityBacklog(3)} {
+		msgs := map[uint64]*Message{}
+		push := func(seq uint64) {
+			m := &Message{Body: make([]byte, seq), Priority: uint8(seq % 2)}
+			msgs[seq] = m
+			b.Push(Entry{Seq: seq, Msg: m})
+		}
+		for seq := uint64(1); seq <= 12; seq++ {
+			push(seq)
+		}
+		for range 10 { // move the ring's head so that it wraps
+			e, _ := b.Pop()
+			delete(msgs, e.Seq)
+		}
+		for seq := uint64(13); seq <= 30; seq++ {
+			push(seq)
+		}
+		first, _ := b.Pop()
+		b.Requeue(first)
+		if b.Remove(Entry{Seq: 20, Msg: &Message{}}) {
+			t.Fatal("removed an entry with the right seq but another message")
+		}
+		for _, seq := range []uint64{first.Seq, 20, 30, 14} {
+			if !b.Remove(Entry{Seq: seq, Msg: msgs[seq]}) {
+				t.Fatalf("%T: entry %d not found", b, seq)
+			}
+			delete(msgs, seq)
+		}
+		if b.Remove(Entry{Seq: 20, Msg: &Message{}}) {
+			t.Fatal("removed entry 20 twice")
+		}
+		var want int64
+		for _, m := range msgs {
+			want += m.Size()
+		}
+		if b.Len() != len(msgs) || b.Bytes() != want {
+			t.Fatalf("%T: len %d bytes %d, want %d and %d", b, b.Len(), b.Bytes(), len(msgs), want)
+		}
+		for b.Len() > 0 {
+			e, _ := b.Pop()
+			if msgs[e.Seq] != e.Msg {
+				t.Fatalf("%T: popped %d, not one of the remaining entries", b, e.Seq)
+			}
+			delete(msgs, e.Seq)
+		}
+	}
+}

@@ -125,8 +125,9 @@ func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time, dr
 	if err != nil {
 		props = m.Props
 	}
-	c := *m
-	c.Props = props
-	c.TTL, c.HasTTL = 0, false
-	return &c, deaths
+	c := &queue.Message{
+		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: props, Body: m.Body,
+		Persistent: m.Persistent, Priority: m.Priority,
+	}
+	return c, deaths
 }

@@ -124,11 +124,37 @@ func (v *vhost) logStoreErr(err error) {
 func (v *vhost) deliver(msg *queue.Message, queues []*queue.Queue, done func(error), ctx any) (routed, dropped bool) {
 	entries := v.reserve(msg, queues)
 	if len(entries) > 0 {
-		v.store.Publish(msg.StoreID, messageRecord(msg), entries, done)
+		v.store.Publish(msg.StoreID, messageRecord(msg), entries, func(err error) {
+			if err != nil {
+				// Nacked, so neither delivered nor counted from now on.
+				msg.MarkLost()
+				go v.withdraw(msg, entries)
+			}
+			if done != nil {
+				done(err)
+			}
+		})
 	} else if done != nil {
 		done(nil)
 	}
 	return v.enqueue(msg, queues, entries, ctx)
+}
+
+// withdraw takes a message the store failed to write out of the queues
+// it was enqueued in. It runs on its own goroutine: the store's done
+// callbacks must not take queue locks.
+func (v *vhost) withdraw(msg *queue.Message, entries []persist.QueueSeq) {
+	v.mu.RLock()
+	qs := make(map[uint64]*queue.Queue, len(entries))
+	for _, q := range v.queues {
+		qs[q.ID] = q
+	}
+	v.mu.RUnlock()
+	for _, e := range entries {
+		if q := qs[e.QueueID]; q != nil {
+			q.Withdraw(msg, e.Seq)
+		}
+	}
 }
 
 // reserve takes a sequence number in each durable queue a persistent

@@ -166,6 +166,20 @@ func (b *pagedBacklog) Pop() (queue.Entry, bool) {
 	return b.mem.Pop()
 }
 
+// Remove takes out a ready entry; one in the disk segment, which a message
+// the store failed to write is only by count, is taken off the count.
+func (b *pagedBacklog) Remove(e queue.Entry) bool {
+	if b.mem.Remove(e) {
+		return true
+	}
+	if b.spill == nil && b.diskN > 0 && e.Seq >= b.diskFrom && e.Msg.StoreID != 0 {
+		b.diskN--
+		b.diskBytes = max(b.diskBytes-e.Msg.Size(), 0)
+		return true
+	}
+	return false
+}
+
 func (b *pagedBacklog) Len() int     { return b.mem.Len() + b.diskN }
 func (b *pagedBacklog) Bytes() int64 { return b.mem.Bytes() + b.diskBytes }
 
