@@ -451,7 +451,7 @@ func (s *engine) applyPublish(txn kvTxn, msgID uint64, m *MessageRecord, entries
 		if _, ok := dead[e.QueueID]; ok {
 			continue
 		}
-		if s.replaying && !s.replayLive[e.QueueID] {
+		if s.replaying && s.replayLive != nil && !s.replayLive[e.QueueID] {
 			continue
 		}
 		k := appendEntryKey(s.alloc(entryKeyLen), e.QueueID, e.Seq)

@@ -82,6 +82,7 @@ type wal struct {
 	// tests lower it.
 	maxPayload int
 	spares     []string // released segment files waiting for reuse
+	maxSpare   uint64   // the largest segment number a spare had at open
 	// disk watches the free space under the log (nil: not watched).
 	disk *diskWatch
 	// written counts bytes appended since the store opened.
@@ -129,7 +130,13 @@ func openWAL(dir string, noSync bool) (*wal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wal{dir: dir, noSync: noSync, spares: spares}, nil
+	w := &wal{dir: dir, noSync: noSync, spares: spares}
+	for _, sp := range spares {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(sp), "spare-"), 16, 64); err == nil {
+			w.maxSpare = max(w.maxSpare, n)
+		}
+	}
+	return w, nil
 }
 
 // start begins writing at the start of segment n (larger than every

@@ -133,6 +133,7 @@ func walCheck(t *testing.T, s *engine, q1, q2 uint64, want1, want2 []string) {
 func TestWALReplayUnapplied(t *testing.T) {
 	d, dir := NewMemoryDisk(), t.TempDir()
 	s := walTestStore(t, d, dir)
+	s.wl.pendAge = time.Hour // the ops stay pending until the "crash"
 	q1, q2 := walQueues(t, s)
 	want1, want2 := walWorkload(t, s, q1, q2, 300)
 	// Simulate a crash: the disk keeps only what was applied; the
@@ -320,6 +321,7 @@ func TestWALCompactKeepsDeliveredMarks(t *testing.T) {
 	d, dir := NewMemoryDisk(), t.TempDir()
 	s := walTestStore(t, d, dir)
 	defer s.Close()
+	s.wl.pendAge = time.Hour // only the byte limit applies, however slow the machine
 	q1, _ := walQueues(t, s)
 	big := func(id uint64, n int) MessageRecord {
 		return MessageRecord{RoutingKey: fmt.Sprint(id), Body: bytes.Repeat([]byte{byte(id)}, n)}
@@ -367,6 +369,7 @@ func TestWALCompactKeepsDeliveredMarks(t *testing.T) {
 func TestWALRecordLimit(t *testing.T) {
 	d, dir := NewMemoryDisk(), t.TempDir()
 	s := walTestStore(t, d, dir)
+	s.wl.pendAge = time.Hour
 	q1, q2 := walQueues(t, s)
 	s.wl.w.maxPayload = 4 << 10 // set before the next op reaches the committer
 	// Hold the committer so that every op below lands in one batch.
@@ -477,6 +480,7 @@ func crashedLog(t *testing.T, roll bool) (d *MemoryDisk, dir string, q1, q2 uint
 	var copied string
 	d = NewMemoryDisk()
 	s := walTestStore(t, d, live)
+	s.wl.pendAge = time.Hour // no apply by age: every record stays to replay
 	q1, q2 = walQueues(t, s)
 	for id := uint64(1); id <= 40; id++ {
 		es := []QueueSeq{{QueueID: q1, Seq: id, MsgID: id}}
@@ -700,5 +704,106 @@ func TestWALDiskWatch(t *testing.T) {
 	}
 	if err := Check(s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWALApplyRetry: after an apply fails (a full disk, say), the log is
+// replayed into the kv once the apply works again, without a restart: the
+// checkpoint moves on, the old segments are trimmed, and nothing is lost
+// or counted twice.
+func TestWALApplyRetry(t *testing.T) {
+	d, dir := NewMemoryDisk(), t.TempDir()
+	s := walTestStore(t, d, dir)
+	defer s.Close()
+	s.wl.retryAge = 0 // before the first op: the committer reads it after
+	q1, q2 := walQueues(t, s)
+	walWait(t, func(done func(error)) { s.Publish(1, walMsg(1), []QueueSeq{{QueueID: q1, Seq: 1, MsgID: 1}}, done) })
+	d.FailCommits(func() error { return fmt.Errorf("no space left on device") })
+	if err := s.Sync(); err != nil {
+		t.Fatal(err) // the apply failed, but the ops are durable in the log
+	}
+	var held error
+	probe := func() {
+		t.Helper()
+		if err := s.submitWait(op{kind: opProbe, probe: func() { held = s.wl.held }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe()
+	if held == nil {
+		t.Fatal("the failed apply was not noticed")
+	}
+	walWait(t, func(done func(error)) { s.Publish(2, walMsg(2), []QueueSeq{{QueueID: q2, Seq: 2, MsgID: 2}}, done) })
+	// A new segment while held: it must go once the retry succeeds.
+	if err := s.submitWait(op{kind: opProbe, probe: func() {
+		if err := s.wl.w.start(s.wl.w.pos.seg + 1); err != nil {
+			t.Error(err)
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	walWait(t, func(done func(error)) { s.Publish(3, walMsg(3), []QueueSeq{{QueueID: q1, Seq: 3, MsgID: 3}}, done) })
+	d.FailCommits(nil)
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	probe()
+	if held != nil {
+		t.Fatalf("still held after the disk recovered: %v", held)
+	}
+	var ckpt, pos walPos
+	if err := s.submitWait(op{kind: opProbe, probe: func() { ckpt, pos = s.wl.ckpt, s.wl.w.pos }}); err != nil {
+		t.Fatal(err)
+	}
+	if ckpt != pos {
+		t.Fatalf("checkpoint %v, log end %v: the log is not trimmed", ckpt, pos)
+	}
+	if segs, _, _ := listSegments(dir); len(segs) != 1 {
+		t.Fatalf("segments %v kept after the retry", segs)
+	}
+	walCheck(t, s, q1, q2, []string{"1:1", "3:3"}, []string{"2:2"})
+}
+
+// TestWALNoSegmentReuse: once every segment was released (a clean stop),
+// the next start must not number a segment as one before it: the recycled
+// file still holds that segment's records, which would read as valid
+// (replayed, or taken for damage) after a crash.
+func TestWALNoSegmentReuse(t *testing.T) {
+	d, dir := NewMemoryDisk(), t.TempDir()
+	s := walTestStore(t, d, dir)
+	q1, _ := walQueues(t, s)
+	var all []QueueSeq
+	for id := uint64(1); id <= 20; id++ {
+		walWait(t, func(done func(error)) { s.Publish(id, walMsg(id), []QueueSeq{{QueueID: q1, Seq: id, MsgID: id}}, done) })
+		all = append(all, QueueSeq{QueueID: q1, Seq: id})
+	}
+	walWait(t, func(done func(error)) { s.Settle(all, done) })
+	s.Close()
+	// A start with nothing to do releases the segment: only a spare is
+	// left, as after a crash check.
+	s = walTestStore(t, d, dir)
+	s.Close()
+	if sp, _ := filepath.Glob(filepath.Join(dir, "spare-*")); len(sp) != 1 {
+		t.Fatalf("spares %v", sp)
+	}
+	if segs, _, _ := listSegments(dir); len(segs) != 0 {
+		t.Fatalf("segments %v", segs)
+	}
+	s = walTestStore(t, d, dir)
+	s.wl.pendAge = time.Hour
+	walWait(t, func(done func(error)) { s.Publish(21, walMsg(21), []QueueSeq{{QueueID: q1, Seq: 21, MsgID: 21}}, done) })
+	var snap *MemoryDisk
+	var copied string
+	if err := s.submitWait(op{kind: opProbe, probe: func() { snap, copied = d.clone(), copyDir(t, dir) }}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err := newEngine(memKV{snap}, nil, logOptions{dir: copied})
+	if err != nil {
+		t.Fatalf("open after the crash: %v", err)
+	}
+	defer s.Close()
+	if got := walEntries(t, s, q1); !slices.Equal(got, []string{"21:21"}) {
+		t.Fatalf("q1 = %v, want [21:21]", got)
 	}
 }

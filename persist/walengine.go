@@ -24,8 +24,17 @@ type walState struct {
 	// log, so the checkpoint stays where it is (a restart replays them)
 	// and no segment is released any more.
 	held error
-	ckpt walPos // the checkpoint last written
+	// heldAt is when the apply last failed or was last retried; retryAge
+	// how long retryHeld waits between tries.
+	heldAt   time.Time
+	retryAge time.Duration
+	// pendAge is walPendAge (tests raise it).
+	pendAge time.Duration
+	ckpt    walPos // the checkpoint last written
 }
+
+// walRetryAge is how often a failed apply is retried.
+const walRetryAge = time.Second
 
 // openLog opens the message log in dir, replays what the last checkpoint
 // does not cover into the kv, and checkpoints. It runs in Open after
@@ -53,15 +62,46 @@ func (s *engine) openLog(lo logOptions) error {
 	if lo.diskFreeLimit > 0 {
 		w.disk = &diskWatch{dir: dir, limit: lo.diskFreeLimit, onLow: lo.onDiskLow, statfs: freeBytes, now: time.Now}
 	}
-	s.wl = &walState{w: w}
+	s.wl = &walState{w: w, retryAge: walRetryAge, pendAge: walPendAge}
 	live := make(map[uint64]bool, len(s.names))
 	for _, id := range s.names {
 		live[id] = true
 	}
+	end, records, replayed, err := s.replayLog(from, replayOptions{repair: lo.repair, logf: s.log}, live)
+	if err != nil {
+		return fmt.Errorf("persist: replay message log: %w", err)
+	}
+	if records > 0 {
+		s.log("persist: replayed %d ops from %d log records", replayed, records)
+	}
+	// Everything in the log is in the kv now: later writes go to a new
+	// segment, and the old ones go once the checkpoint says so.
+	//
+	// A segment number is never used twice, even when every segment was
+	// released: a recycled file still holds records of the segment it was,
+	// and they must not read as records of the new one. So the next number
+	// is past the checkpoint's and every spare's too.
+	n := max(end.seg+1, from.seg, w.maxSpare+1)
+	w.pos = walPos{seg: n - 1}
+	if end.seg == n-1 {
+		w.pos = end
+	}
+	next := walPos{seg: n}
+	if err := s.writeCheckpoint(next); err != nil {
+		return err
+	}
+	return w.release(next.seg)
+}
+
+// replayLog applies the log from from to its end to the kv, idempotently.
+// live, when not nil, is the set of queues that exist: entries of others
+// are skipped (nil: every queue not being deleted). It returns the end of
+// the log, and how many records and ops it replayed.
+func (s *engine) replayLog(from walPos, ro replayOptions, live map[uint64]bool) (end walPos, records, replayed int, err error) {
 	s.replaying, s.replayLive = true, live
+	defer func() { s.replaying, s.replayLive = false, nil }()
 	var ops []op
 	var bytes int64
-	var records, replayed int
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
@@ -71,7 +111,7 @@ func (s *engine) openLog(lo logOptions) error {
 		ops, bytes = ops[:0], 0
 		return err
 	}
-	end, err := replayWAL(dir, from, replayOptions{repair: lo.repair, logf: s.log}, func(payload []byte) error {
+	end, err = replayWAL(s.wl.w.dir, from, ro, func(payload []byte) error {
 		dec, err := walDecode(payload)
 		if err != nil {
 			// A valid CRC over an undecodable payload: a bug, not a torn
@@ -89,21 +129,30 @@ func (s *engine) openLog(lo logOptions) error {
 	if err == nil {
 		err = flush()
 	}
-	s.replaying, s.replayLive = false, nil
+	return end, records, replayed, err
+}
+
+// retryHeld tries again, once retryAge has passed since the last try, to
+// bring the kv up to the log after an apply failed (a full disk, say):
+// it replays the log from the checkpoint, as a restart would, which
+// covers the pending ops too, so they are dropped. It reports whether the
+// kv has everything again; the checkpoint can then move on and the log be
+// trimmed.
+func (s *engine) retryHeld() bool {
+	w := s.wl
+	if time.Since(w.heldAt) < w.retryAge {
+		return false
+	}
+	w.heldAt = time.Now()
+	_, records, replayed, err := s.replayLog(w.ckpt, replayOptions{logf: s.log}, nil)
 	if err != nil {
-		return fmt.Errorf("persist: replay message log: %w", err)
+		s.log("persist: applying the message log still fails: %v", err)
+		return false
 	}
-	if records > 0 {
-		s.log("persist: replayed %d ops from %d log records", replayed, records)
-	}
-	// Everything in the log is in the kv now: later writes go to a new
-	// segment, and the old ones go once the checkpoint says so.
-	w.pos = end
-	next := walPos{seg: end.seg + 1}
-	if err := s.writeCheckpoint(next); err != nil {
-		return err
-	}
-	return w.release(next.seg)
+	s.dropPending()
+	w.held = nil
+	s.log("persist: the message log applies again: %d ops of %d records since the checkpoint replayed", replayed, records)
+	return true
 }
 
 // applyOps applies ops to the kv in as many durable transactions as its
@@ -295,7 +344,7 @@ func (s *engine) maybeApply() {
 	if len(w.pend.ops) == 0 {
 		return
 	}
-	if len(w.pend.ops) >= walPendOps || time.Since(w.pendSince) >= walPendAge {
+	if len(w.pend.ops) >= walPendOps || time.Since(w.pendSince) >= w.pendAge {
 		s.applyPending()
 		return
 	}
@@ -340,10 +389,16 @@ func (s *engine) compactPending() {
 // pendingDue is how long until the pending ops are due (0: now), or -1
 // when nothing is pending.
 func (s *engine) pendingDue() time.Duration {
-	if s.wl == nil || len(s.wl.pend.ops) == 0 {
+	if s.wl == nil {
 		return -1
 	}
-	return max(walPendAge-time.Since(s.wl.pendSince), 0)
+	if s.wl.held != nil && len(s.wl.pend.ops) == 0 {
+		return max(s.wl.retryAge-time.Since(s.wl.heldAt), 0)
+	}
+	if len(s.wl.pend.ops) == 0 {
+		return -1
+	}
+	return max(s.wl.pendAge-time.Since(s.wl.pendSince), 0)
 }
 
 // applyPending folds the pending ops (publishes settled before the apply
@@ -354,6 +409,9 @@ func (s *engine) applyPending() {
 	if w == nil {
 		return
 	}
+	if w.held != nil {
+		s.retryHeld()
+	}
 	p := &w.pend
 	if len(p.ops) > 0 {
 		s.foldBatch(p.ops)
@@ -361,22 +419,10 @@ func (s *engine) applyPending() {
 		clear(s.fold)
 		clear(s.foldDelivered)
 		if err != nil && w.held == nil {
-			w.held = err
-			s.log("persist: applying the message log failed: %v; the log is kept from here on and a restart replays it", err)
+			w.held, w.heldAt = err, time.Now()
+			s.log("persist: applying the message log failed: %v; the log is kept from the checkpoint on, and replayed into the kv when the apply works again or at the next start", err)
 		}
-		if cap(p.ops) > 2*walPendOps {
-			p.ops = nil
-		} else {
-			clear(p.ops)
-			p.ops = p.ops[:0]
-		}
-		if cap(p.qs) > 8*walPendOps {
-			p.qs = nil
-		} else {
-			p.qs = p.qs[:0]
-		}
-		w.pendBytes = 0
-		s.pendCount.Store(0)
+		s.dropPending()
 	}
 	if w.held != nil || w.w.f == nil {
 		return
@@ -392,6 +438,24 @@ func (s *engine) applyPending() {
 	if err := w.w.release(end.seg); err != nil {
 		s.log("persist: release log segments: %v", err)
 	}
+}
+
+// dropPending forgets the pending ops (applied, or replayed from the log).
+func (s *engine) dropPending() {
+	p := &s.wl.pend
+	if cap(p.ops) > 2*walPendOps {
+		p.ops = nil
+	} else {
+		clear(p.ops)
+		p.ops = p.ops[:0]
+	}
+	if cap(p.qs) > 8*walPendOps {
+		p.qs = nil
+	} else {
+		p.qs = p.qs[:0]
+	}
+	s.wl.pendBytes = 0
+	s.pendCount.Store(0)
 }
 
 // flushForRead makes the kv show every op whose done was called: reads go
