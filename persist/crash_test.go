@@ -36,8 +36,15 @@ const (
 	crashWorkers  = 4
 )
 
+// crashBig marks the message ids that get a body over bodyChunkSize
+// (stored in chunks): one in crashBigEvery.
+const crashBigEvery = 211
+
 func crashMsg(id uint64) persist.MessageRecord {
 	n := 10 + int(id*7919%3000)
+	if id%crashBigEvery == 0 {
+		n = 17<<20 + int(id%1000)
+	}
 	body := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(id >> 16)}, n/3+1)[:n]
 	return persist.MessageRecord{Exchange: "x", RoutingKey: strconv.FormatUint(id, 10), Props: []byte{byte(id)}, Body: body}
 }
@@ -62,7 +69,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("child of TestCrash only")
 	}
 	round, _ := strconv.ParseUint(os.Getenv(crashEnvRound), 10, 64)
-	s, err := persist.Open(filepath.Join(dir, "db"), persist.Options{MemTableSize: 8 << 20, GCInterval: -1})
+	s, err := persist.Open(filepath.Join(dir, "db"), crashChildOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +99,10 @@ func TestCrashChild(t *testing.T) {
 			}
 		}
 	}()
-	time.AfterFunc(time.Duration(100+rand.IntN(200))*time.Millisecond, func() {
+	// Kill points spread over memtable rotations and flushes (1 MiB
+	// memtables), L0 compactions, value-log rotations (bodies of 17 MiB
+	// now and then) and value-log GC (every 20 ms).
+	time.AfterFunc(time.Duration(100+rand.IntN(900))*time.Millisecond, func() {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	})
 	var wg sync.WaitGroup
@@ -124,13 +134,21 @@ func TestCrashChild(t *testing.T) {
 	wg.Wait() // never: the timer kills the process
 }
 
+// crashChildOptions keep Badger busy: small memtables rotate and flush
+// often, and value-log GC runs all the time.
+var crashChildOptions = persist.Options{MemTableSize: 1 << 20, GCInterval: 20 * time.Millisecond}
+
 func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test re-executes the test binary")
 	}
 	dir := t.TempDir()
 	totalAcked := 0
-	for round := range 2 {
+	rounds := crashRounds
+	if v, err := strconv.Atoi(os.Getenv("WARREN_PERSIST_CRASH_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	for round := range rounds {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, crashEnvRound+"="+strconv.Itoa(round))
 		out, err := cmd.CombinedOutput()
@@ -150,7 +168,7 @@ func TestCrash(t *testing.T) {
 // the number of acknowledged ops.
 func checkCrash(t *testing.T, dir string) int {
 	t.Helper()
-	s := openBadger(t, filepath.Join(dir, "db"), persist.Options{MemTableSize: 8 << 20, GCInterval: -1})
+	s := openBadger(t, filepath.Join(dir, "db"), persist.Options{MemTableSize: 1 << 20, GCInterval: -1})
 	defer s.Close()
 	q1, q2, q3 := crashQueues(t, s)
 	load := func(q uint64, wantID func(seq uint64) uint64) map[uint64]bool {
