@@ -146,6 +146,11 @@ func memoryLimit(fraction float64) uint64 {
 	return uint64(float64(total) * fraction)
 }
 
+// TotalMemory is the machine's memory in bytes, or the cgroup's limit
+// when lower (0 if unknown): what a relative memory watermark or disk
+// limit is relative to.
+func TotalMemory() uint64 { return totalMemory() }
+
 func totalMemory() uint64 {
 	var total uint64
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {

@@ -55,6 +55,8 @@ func run(args []string) error {
 	maxUnacked := fs.Int("max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
 	loopbackUsers := fs.String("loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
 	loadDefs := fs.String("load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
+	memWatermark := fs.String("vm-memory-high-watermark", "0.4", "memory alarm threshold: a fraction of the machine's memory (0.4) or an absolute size (2GB); publishers are blocked above it")
+	diskFreeLimit := fs.String("disk-free-limit", "50MB", "disk alarm threshold: free space under --data-dir (50MB, 2GiB) or mem_relative:F (F times the machine's memory); publishers are blocked below it")
 	repairLog := fs.Bool("repair-message-log", false, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
 	tlsCA := fs.String("tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +78,14 @@ func run(args []string) error {
 	}
 	log = log.Level(level).With().Timestamp().Logger()
 
+	wmFraction, wmBytes, err := parseWatermark(*memWatermark)
+	if err != nil {
+		return err
+	}
+	diskLimit, err := parseDiskFreeLimit(*diskFreeLimit, server.TotalMemory())
+	if err != nil {
+		return err
+	}
 	if *channelMax > 65535 {
 		return fmt.Errorf("--channel-max %d is above 65535", *channelMax)
 	}
@@ -93,10 +103,13 @@ func run(args []string) error {
 		MaxMessageSize: *maxMessage,
 		Log:            &log,
 
-		MaxConnections:          *maxConns,
-		MaxUnackedPerConnection: *maxUnacked,
-		LoopbackUsers:           splitList(*loopbackUsers),
-		RepairMessageLog:        *repairLog,
+		MaxConnections:           *maxConns,
+		MaxUnackedPerConnection:  *maxUnacked,
+		LoopbackUsers:            splitList(*loopbackUsers),
+		RepairMessageLog:         *repairLog,
+		MemoryHighWatermark:      wmFraction,
+		MemoryHighWatermarkBytes: wmBytes,
+		DiskFreeLimit:            diskLimit,
 	})
 	if err != nil {
 		return err
