@@ -12,10 +12,11 @@ import (
 )
 
 // openMinFree is the free space Open wants under the data directory, in
-// memtables: Badger maps a new memtable file of twice the memtable size at
-// open and writes it through the mapping, and a write into a mapped page
-// the full disk cannot back kills the process with SIGBUS.
-const openMinFree = 4
+// memtables: Badger writes its memtables and value log through mapped
+// files, and a write into a mapped page that a full disk cannot back kills
+// the process with SIGBUS. The replay of the message log checks for room
+// for what it replays too (replaySpace).
+const openMinFree = 1
 
 // openBadger opens Badger in dir, handling what a kill -9 can leave behind,
 // and refuses a disk too full to open on with a message that says so.

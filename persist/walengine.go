@@ -3,6 +3,7 @@ package persist
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -63,6 +64,9 @@ func (s *engine) openLog(lo logOptions) error {
 		w.disk = &diskWatch{dir: dir, limit: lo.diskFreeLimit, onLow: lo.onDiskLow, statfs: freeBytes, now: time.Now}
 	}
 	s.wl = &walState{w: w, retryAge: walRetryAge, pendAge: walPendAge}
+	if err := replaySpace(dir, from); err != nil {
+		return err
+	}
 	live := make(map[uint64]bool, len(s.names))
 	for _, id := range s.names {
 		live[id] = true
@@ -92,6 +96,42 @@ func (s *engine) openLog(lo logOptions) error {
 	}
 	return w.release(next.seg)
 }
+
+// replaySpace refuses to replay the log from from when its file system has
+// less room than the replay may write into Badger (the records' bytes, plus
+// a memtable's worth): Badger writes through mapped files, and on a full
+// disk that ends in SIGBUS instead of an error.
+func replaySpace(dir string, from walPos) error {
+	segs, _, err := listSegments(dir)
+	if err != nil {
+		return err
+	}
+	var need int64
+	for _, n := range segs {
+		if n < from.seg {
+			continue
+		}
+		st, err := os.Stat(segName(dir, n))
+		if err != nil {
+			continue
+		}
+		need += st.Size()
+		if n == from.seg {
+			need -= min(from.off, st.Size())
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	need += replayMargin
+	if free, ok := freeBytes(dir); ok && free < uint64(need) {
+		return fmt.Errorf("persist: the message log in %s has up to %d bytes to replay into the store and its file system has only %d bytes free: free some space and start again", dir, need-replayMargin, free)
+	}
+	return nil
+}
+
+// replayMargin is the room a replay wants beyond the bytes it replays.
+const replayMargin = 16 << 20
 
 // replayLog applies the log from from to its end to the kv, idempotently.
 // live, when not nil, is the set of queues that exist: entries of others
