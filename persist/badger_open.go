@@ -56,7 +56,26 @@ func openBadger(dir string, bo badger.Options, logf func(string, ...any)) (*badg
 		}
 		return nil, fmt.Errorf("persist: open %s: %w", dir, err)
 	}
+	if err := verifyTables(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("persist: the store in %s is damaged: %w; restore it from a backup (the message log cannot rebuild it)", dir, err)
+	}
 	return db, nil
+}
+
+// verifyTables checks every block of every table. A block that fails its
+// checksum at run time reads as the end of the table in Badger's lookups
+// and iterators (the error is dropped), so damage there would read as
+// missing messages; checked once at open, it stops the start instead.
+// Badger 4.9 dereferences nil while it words that error, so the panic is
+// taken for the damage it reports.
+func verifyTables(db *badger.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("a table block fails its checksum")
+		}
+	}()
+	return db.VerifyChecksum()
 }
 
 // freeBytes is the space available to the broker on dir's file system.
