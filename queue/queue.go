@@ -257,6 +257,11 @@ func (q *Queue) enqueueLocked(m *Message, seq uint64) EnqueueResult {
 	if q.deleted {
 		return Gone
 	}
+	if m.Lost() {
+		// The store failed it before it got here (its publisher is
+		// nacked); Withdraw found nothing to take back.
+		return Enqueued
+	}
 	now := q.now()
 	q.dropExpired(now)
 	if q.limits.Overflow != DropHead && q.full(m.Size()) {
