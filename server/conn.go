@@ -254,15 +254,18 @@ func (c *conn) readLoop() error {
 		c.fr.SetReader(lr)
 	}
 	defer c.fs.flush()
-	// The read deadline moves at most every timeout/8, not at every read
-	// (each move is a timer update): a silent peer is noticed after 7/8
-	// of the timeout at the earliest.
+	// Every frame received is proof of life, whether or not more input is
+	// buffered behind it: a client that keeps the read buffer full
+	// (pipelined publishes or nowait binds) is as alive as an idle one
+	// sending heartbeats. The read deadline moves at most every
+	// timeout/8, not at every frame (each move is a timer update): a
+	// silent peer is noticed after 7/8 of the timeout at the earliest.
 	var deadline time.Time
 	for {
 		if c.fs.pending() && !c.fr.HasFrame() {
 			c.fs.flush() // the next read may wait
 		}
-		if timeout > 0 && c.fr.Buffered() == 0 && !c.closing {
+		if timeout > 0 && !c.closing {
 			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
 				deadline = now.Add(timeout)
 				c.nc.SetReadDeadline(deadline)
@@ -677,8 +680,9 @@ func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
 	// RabbitMQ accepts a frame whose payload is frame_max bytes.
 	c.fr.SetMaxFrameSize(fm + amqp.FrameOverhead)
 	c.channelMax = cm
-	c.heartbeat.Store(int64(time.Duration(t.Heartbeat) * time.Second))
-	c.out.setHeartbeat(time.Duration(t.Heartbeat) * time.Second)
+	hb := time.Duration(t.Heartbeat) * c.srv.heartbeatUnit
+	c.heartbeat.Store(int64(hb))
+	c.out.setHeartbeat(hb)
 	return nil
 }
 

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// rawClient is a hand-driven AMQP client over a pipe: it writes frames
+// itself, and a goroutine reads the broker's frames into frames (closed
+// when the broker's side closes).
+type rawClient struct {
+	t      *testing.T
+	nc     net.Conn
+	frames chan amqp.Frame
+}
+
+// openRaw runs the handshake with the given heartbeat (in units of
+// s.heartbeatUnit) and frame_max, then opens channel 1.
+func openRaw(t *testing.T, s *Server, heartbeat uint16, frameMax uint32) *rawClient {
+	t.Helper()
+	client, srvEnd := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	s.startConn(remotePipe{Conn: srvEnd, addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}})
+	rc := &rawClient{t: t, nc: client, frames: make(chan amqp.Frame, 64)}
+	go func() {
+		defer close(rc.frames)
+		fr := amqp.NewFrameReader(client, 1<<20)
+		fr.SetMaxFrameSize(1 << 20)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if f.Type == amqp.FrameHeartbeat {
+				continue
+			}
+			f.Payload = append([]byte(nil), f.Payload...)
+			rc.frames <- f
+		}
+	}()
+	client.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Write(amqp.ProtocolHeader); err != nil {
+		t.Fatal(err)
+	}
+	expectRaw[*amqp.ConnectionStart](rc)
+	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	expectRaw[*amqp.ConnectionTune](rc)
+	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: frameMax, Heartbeat: heartbeat})
+	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	expectRaw[*amqp.ConnectionOpenOk](rc)
+	rc.send(1, &amqp.ChannelOpen{})
+	expectRaw[*amqp.ChannelOpenOk](rc)
+	client.SetWriteDeadline(time.Time{})
+	return rc
+}
+
+func (rc *rawClient) send(ch uint16, m amqp.Method) {
+	rc.t.Helper()
+	b, err := amqp.AppendMethodFrame(nil, ch, m)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	if _, err := rc.nc.Write(b); err != nil {
+		rc.t.Fatalf("send %s: %v", m.Name(), err)
+	}
+}
+
+// expectRaw waits (bounded) for the broker's next method frame, which must
+// be an M.
+func expectRaw[M amqp.Method](rc *rawClient) M {
+	rc.t.Helper()
+	var zero M
+	select {
+	case f, ok := <-rc.frames:
+		if !ok {
+			rc.t.Fatalf("connection closed while waiting for %T", zero)
+		}
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			rc.t.Fatal(err)
+		}
+		got, ok := m.(M)
+		if !ok {
+			rc.t.Fatalf("got %#v, want %T", m, zero)
+		}
+		return got
+	case <-time.After(5 * time.Second):
+		rc.t.Fatalf("timed out waiting for %T", zero)
+	}
+	return zero
+}
+
+// TestHeartbeatBusyReader: a client that keeps the broker's read buffer
+// from ever running empty (pipelined queue.bind nowait, every write ending
+// inside a frame) is alive; the broker must not cut it for missed
+// heartbeats. The heartbeat unit is shortened to 100 ms, so the broker's
+// heartbeat timeout is 200 ms, and the client streams for ten of those.
+func TestHeartbeatBusyReader(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.heartbeatUnit = 100 * time.Millisecond
+	const timeout = 200 * time.Millisecond
+	rc := openRaw(t, s, 1, 131072)
+	rc.send(1, &amqp.QueueDeclare{Queue: "hbq"})
+	expectRaw[*amqp.QueueDeclareOk](rc)
+
+	// One 63-byte queue.bind frame: 63 does not divide the broker's read
+	// buffer, and every write below ends 30 bytes into a frame, so no read
+	// leaves the buffer holding whole frames only.
+	frame, err := amqp.AppendMethodFrame(nil, 1, &amqp.QueueBind{
+		Queue: "hbq", Exchange: "amq.direct", RoutingKey: strings.Repeat("k", 28), NoWait: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frame) != 63 {
+		t.Fatalf("bind frame is %d bytes, want 63", len(frame))
+	}
+	const cut = 30
+	var burst []byte
+	for range 16 {
+		burst = append(burst, frame...)
+	}
+	steady := append(append([]byte(nil), frame[cut:]...), burst[:len(burst)-len(frame)]...)
+	steady = append(steady, frame[:cut]...)
+
+	if _, err := rc.nc.Write(frame[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(10 * timeout)
+	for time.Now().Before(end) {
+		rc.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := rc.nc.Write(steady); err != nil {
+			t.Fatalf("the broker cut a connection whose frames kept arriving: %v", err)
+		}
+	}
+	// Finish the frame in flight; the connection still answers.
+	if _, err := rc.nc.Write(frame[cut:]); err != nil {
+		t.Fatalf("the broker cut a connection whose frames kept arriving: %v", err)
+	}
+	rc.send(1, &amqp.QueueDeclare{Queue: "hbq", Passive: true})
+	expectRaw[*amqp.QueueDeclareOk](rc)
+}
