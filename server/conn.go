@@ -404,6 +404,12 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		if f.Channel == 0 || ch == nil {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 		}
+		// Content in flight waits for an alarm as a new publish does: a
+		// body being streamed when the alarm rises must not keep growing.
+		// The frame waits in the read buffer; nothing more is read.
+		if err := c.waitUnblocked(); err != nil {
+			return err
+		}
 		return ch.handleContent(f)
 	}
 	return amqp.Errorf(amqp.FrameError, 0, 0, "unknown frame type %d", f.Type)

@@ -47,7 +47,10 @@ func openRaw(t *testing.T, s *Server, heartbeat uint16, frameMax uint32) *rawCli
 		t.Fatal(err)
 	}
 	expectRaw[*amqp.ConnectionStart](rc)
-	rc.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	rc.send(0, &amqp.ConnectionStartOk{
+		ClientProperties: amqp.Table{"capabilities": amqp.Table{"connection.blocked": true}},
+		Mechanism:        "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
+	})
 	expectRaw[*amqp.ConnectionTune](rc)
 	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: frameMax, Heartbeat: heartbeat})
 	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
@@ -66,6 +69,13 @@ func (rc *rawClient) send(ch uint16, m amqp.Method) {
 	}
 	if _, err := rc.nc.Write(b); err != nil {
 		rc.t.Fatalf("send %s: %v", m.Name(), err)
+	}
+}
+
+func (rc *rawClient) write(b []byte) {
+	rc.t.Helper()
+	if _, err := rc.nc.Write(b); err != nil {
+		rc.t.Fatal(err)
 	}
 }
 
@@ -143,4 +153,92 @@ func TestHeartbeatBusyReader(t *testing.T) {
 	}
 	rc.send(1, &amqp.QueueDeclare{Queue: "hbq", Passive: true})
 	expectRaw[*amqp.QueueDeclareOk](rc)
+}
+
+// queueReady is the number of ready messages in queue name of vhost /.
+func queueReady(t *testing.T, s *Server, name string) int {
+	t.Helper()
+	v := s.vhost("/")
+	v.mu.RLock()
+	q := v.queues[name]
+	v.mu.RUnlock()
+	if q == nil {
+		t.Fatalf("no queue %s", name)
+	}
+	return q.Stats().Ready
+}
+
+// TestAlarmStopsContentInFlight: a message whose body is being streamed
+// when a resource alarm rises is not assembled meanwhile: the body frames
+// wait unread, the client is told connection.blocked, and the message
+// arrives once the alarm clears.
+func TestAlarmStopsContentInFlight(t *testing.T) {
+	s := newTestServer(t, Config{})
+	rc := openRaw(t, s, 0, 4096)
+	rc.send(1, &amqp.QueueDeclare{Queue: "alarmq"})
+	expectRaw[*amqp.QueueDeclareOk](rc)
+
+	const chunk = 4000
+	rc.send(1, &amqp.BasicPublish{RoutingKey: "alarmq"})
+	rc.write(amqp.AppendHeaderFrame(nil, 1, 60, 3*chunk, []byte{0, 0}))
+	// A round trip on another channel: the publish and its header are
+	// handled before the alarm rises.
+	rc.send(2, &amqp.ChannelOpen{})
+	expectRaw[*amqp.ChannelOpenOk](rc)
+
+	s.alarms.set(true, false)
+	var body []byte
+	for range 3 {
+		body = amqp.AppendBodyFrames(body, 1, make([]byte, chunk), 4096)
+	}
+	wrote := make(chan error, 1)
+	go func() { _, err := rc.nc.Write(body); wrote <- err }()
+	expectRaw[*amqp.ConnectionBlocked](rc)
+	// The reader is parked before the first body frame.
+	if n := queueReady(t, s, "alarmq"); n != 0 {
+		t.Fatalf("%d messages assembled during the alarm, want 0", n)
+	}
+	s.alarms.set(false, false)
+	expectRaw[*amqp.ConnectionUnblocked](rc)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	rc.send(2, &amqp.QueueDeclare{Queue: "alarmq", Passive: true})
+	if ok := expectRaw[*amqp.QueueDeclareOk](rc); ok.MessageCount != 1 {
+		t.Fatalf("%d messages after the alarm, want 1", ok.MessageCount)
+	}
+}
+
+// TestContentHeaderReservesNothing: a content header announcing a large
+// body takes no room for it; the body grows with the frames that arrive.
+func TestContentHeaderReservesNothing(t *testing.T) {
+	s := newTestServer(t, Config{})
+	rc := openRaw(t, s, 0, 4096)
+	const size = 100 << 20
+	rc.send(1, &amqp.BasicPublish{RoutingKey: "nowhere"})
+	rc.write(amqp.AppendHeaderFrame(nil, 1, 60, size, []byte{0, 0}))
+	rc.send(2, &amqp.ChannelOpen{})
+	expectRaw[*amqp.ChannelOpenOk](rc)
+	if c := cap(rawChannel(s, 1).pub.body); c != 0 {
+		t.Fatalf("header of a %d-byte body took %d bytes", size, c)
+	}
+	rc.write(amqp.AppendBodyFrames(nil, 1, make([]byte, 4000), 4096))
+	rc.send(2, &amqp.ChannelFlow{Active: true})
+	expectRaw[*amqp.ChannelFlowOk](rc)
+	if c := cap(rawChannel(s, 1).pub.body); c > 2*4000 {
+		t.Fatalf("4000 bytes of a %d-byte body took %d bytes", size, c)
+	}
+}
+
+// rawChannel is channel id of the only connection of s. The caller must
+// have had a reply from the connection since the state it reads changed.
+func rawChannel(s *Server, id uint16) *channel {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	for c := range s.conns {
+		c.chanMu.Lock()
+		defer c.chanMu.Unlock()
+		return c.channels[id]
+	}
+	return nil
 }
