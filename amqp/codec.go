@@ -39,28 +39,56 @@ var (
 // decoder reads big-endian AMQP primitives from b. The first failure is kept
 // in err; later reads return zero values, so generated code checks once.
 //
-// Strings are copied out of b, but not one by one: the first non-empty
-// string copies the rest of the arguments into one Go string (the arena)
-// and every string is a substring of it, so basic.publish costs one string
-// allocation instead of two. The arena is bounded by the input.
+// Strings are copied out of b, but not one by one: the strings of a run of
+// fields that no table interrupts share one Go string (the arena), copied
+// from the first string's bytes to the last one's, so basic.publish costs
+// one string allocation instead of two. A string is stored into its field
+// only when its run ends (a table, or finish): until then the decoder does
+// not know how far the arena reaches. The arena never spans a table, whose
+// bytes would otherwise stay alive for as long as any of the strings does
+// (a queue name kept the whole arguments table of its queue.declare).
 type decoder struct {
-	b     []byte
-	err   error
-	arena string // copy of the arguments from the first string on
-	rest  int    // len(b) when the arena was taken
+	all  []byte // the arguments, as given
+	b    []byte // what is left to read
+	err  error
+	strs [8]pendingStr
+	ns   int
 }
 
-// str returns b[off:off+n] as a string backed by the arena.
-func (d *decoder) str(off, n int) string {
+// pendingStr is a string read but not yet stored: all[off:off+n] goes to
+// *dst.
+type pendingStr struct {
+	dst    *string
+	off, n int
+}
+
+func newDecoder(b []byte) decoder { return decoder{all: b, b: b} }
+
+// str records that b[:n] is the string for *dst.
+func (d *decoder) str(dst *string, n int) {
 	if n == 0 {
-		return ""
+		*dst = ""
+		return
 	}
-	if d.arena == "" {
-		d.arena = string(d.b)
-		d.rest = len(d.b)
+	if d.ns == len(d.strs) {
+		d.storeStrs()
 	}
-	at := d.rest - len(d.b) + off
-	return d.arena[at : at+n]
+	d.strs[d.ns] = pendingStr{dst: dst, off: len(d.all) - len(d.b), n: n}
+	d.ns++
+}
+
+// storeStrs ends the current run of strings: one arena for all of them.
+func (d *decoder) storeStrs() {
+	if d.ns == 0 {
+		return
+	}
+	lo := d.strs[0].off
+	last := d.strs[d.ns-1]
+	arena := string(d.all[lo : last.off+last.n])
+	for _, p := range d.strs[:d.ns] {
+		*p.dst = arena[p.off-lo : p.off-lo+p.n]
+	}
+	d.ns = 0
 }
 
 func (d *decoder) fail(err error) {
@@ -114,38 +142,37 @@ func (d *decoder) timestamp() time.Time {
 	return timeFromWire(d.u64())
 }
 
-func (d *decoder) shortstr() string {
+func (d *decoder) shortstr(dst *string) {
 	n := int(d.u8())
 	if d.err != nil {
-		return ""
+		return
 	}
 	if len(d.b) < n {
 		d.fail(errTruncated)
-		return ""
+		return
 	}
-	s := d.str(0, n)
+	d.str(dst, n)
 	d.b = d.b[n:]
-	return s
 }
 
-func (d *decoder) longstr() string {
+func (d *decoder) longstr(dst *string) {
 	n := d.u32()
 	if d.err != nil {
-		return ""
+		return
 	}
 	if uint64(len(d.b)) < uint64(n) {
 		d.fail(errTruncated)
-		return ""
+		return
 	}
-	s := d.str(0, int(n))
+	d.str(dst, int(n))
 	d.b = d.b[n:]
-	return s
 }
 
 func (d *decoder) table() Table {
 	if d.err != nil {
 		return nil
 	}
+	d.storeStrs() // a table ends a run of strings
 	t, n, err := decodeTable(d.b)
 	if err != nil {
 		d.fail(err)
@@ -155,11 +182,13 @@ func (d *decoder) table() Table {
 	return t
 }
 
-// finish reports the first error, or an error if bytes remain unread.
+// finish stores the strings still pending and reports the first error, or
+// an error if bytes remain unread.
 func (d *decoder) finish() error {
 	if d.err != nil {
 		return d.err
 	}
+	d.storeStrs()
 	if len(d.b) != 0 {
 		return errTrailing
 	}

@@ -34,12 +34,12 @@ func (m *ConnectionStart) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionStart) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.VersionMajor = d.u8()
 	m.VersionMinor = d.u8()
 	m.ServerProperties = d.table()
-	m.Mechanisms = d.longstr()
-	m.Locales = d.longstr()
+	d.longstr(&m.Mechanisms)
+	d.longstr(&m.Locales)
 	return d.finish()
 }
 
@@ -75,11 +75,11 @@ func (m *ConnectionStartOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionStartOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ClientProperties = d.table()
-	m.Mechanism = d.shortstr()
-	m.Response = d.longstr()
-	m.Locale = d.shortstr()
+	d.shortstr(&m.Mechanism)
+	d.longstr(&m.Response)
+	d.shortstr(&m.Locale)
 	return d.finish()
 }
 
@@ -103,8 +103,8 @@ func (m *ConnectionSecure) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionSecure) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Challenge = d.longstr()
+	d := newDecoder(b)
+	d.longstr(&m.Challenge)
 	return d.finish()
 }
 
@@ -128,8 +128,8 @@ func (m *ConnectionSecureOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionSecureOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Response = d.longstr()
+	d := newDecoder(b)
+	d.longstr(&m.Response)
 	return d.finish()
 }
 
@@ -154,7 +154,7 @@ func (m *ConnectionTune) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionTune) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ChannelMax = d.u16()
 	m.FrameMax = d.u32()
 	m.Heartbeat = d.u16()
@@ -182,7 +182,7 @@ func (m *ConnectionTuneOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionTuneOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ChannelMax = d.u16()
 	m.FrameMax = d.u32()
 	m.Heartbeat = d.u16()
@@ -219,9 +219,9 @@ func (m *ConnectionOpen) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionOpen) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.VirtualHost = d.shortstr()
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.VirtualHost)
+	d.shortstr(&m.Reserved1)
 	bits2 := d.u8()
 	m.Reserved2 = bits2&(1<<0) != 0
 	return d.finish()
@@ -247,8 +247,8 @@ func (m *ConnectionOpenOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionOpenOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -278,9 +278,9 @@ func (m *ConnectionClose) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionClose) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ReplyCode = d.u16()
-	m.ReplyText = d.shortstr()
+	d.shortstr(&m.ReplyText)
 	m.ReplyClassID = d.u16()
 	m.ReplyMethodID = d.u16()
 	return d.finish()
@@ -322,8 +322,8 @@ func (m *ConnectionBlocked) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionBlocked) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reason = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reason)
 	return d.finish()
 }
 
@@ -367,9 +367,9 @@ func (m *ConnectionUpdateSecret) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionUpdateSecret) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.NewSecret = d.longstr()
-	m.Reason = d.shortstr()
+	d := newDecoder(b)
+	d.longstr(&m.NewSecret)
+	d.shortstr(&m.Reason)
 	return d.finish()
 }
 
@@ -409,8 +409,8 @@ func (m *ChannelOpen) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelOpen) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -434,8 +434,8 @@ func (m *ChannelOpenOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelOpenOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.longstr()
+	d := newDecoder(b)
+	d.longstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -460,7 +460,7 @@ func (m *ChannelFlow) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelFlow) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Active = bits0&(1<<0) != 0
 	return d.finish()
@@ -487,7 +487,7 @@ func (m *ChannelFlowOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelFlowOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Active = bits0&(1<<0) != 0
 	return d.finish()
@@ -519,9 +519,9 @@ func (m *ChannelClose) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelClose) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ReplyCode = d.u16()
-	m.ReplyText = d.shortstr()
+	d.shortstr(&m.ReplyText)
 	m.ReplyClassID = d.u16()
 	m.ReplyMethodID = d.u16()
 	return d.finish()
@@ -585,8 +585,8 @@ func (m *AccessRequest) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *AccessRequest) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Realm = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Realm)
 	bits1 := d.u8()
 	m.Exclusive = bits1&(1<<0) != 0
 	m.Passive = bits1&(1<<1) != 0
@@ -613,7 +613,7 @@ func (m *AccessRequestOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *AccessRequestOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
 	return d.finish()
 }
@@ -670,10 +670,10 @@ func (m *ExchangeDeclare) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ExchangeDeclare) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Exchange = d.shortstr()
-	m.Type = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.Type)
 	bits3 := d.u8()
 	m.Passive = bits3&(1<<0) != 0
 	m.Durable = bits3&(1<<1) != 0
@@ -732,9 +732,9 @@ func (m *ExchangeDelete) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ExchangeDelete) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Exchange = d.shortstr()
+	d.shortstr(&m.Exchange)
 	bits2 := d.u8()
 	m.IfUnused = bits2&(1<<0) != 0
 	m.NoWait = bits2&(1<<1) != 0
@@ -797,11 +797,11 @@ func (m *ExchangeBind) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ExchangeBind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Destination = d.shortstr()
-	m.Source = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Destination)
+	d.shortstr(&m.Source)
+	d.shortstr(&m.RoutingKey)
 	bits4 := d.u8()
 	m.NoWait = bits4&(1<<0) != 0
 	m.Arguments = d.table()
@@ -864,11 +864,11 @@ func (m *ExchangeUnbind) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ExchangeUnbind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Destination = d.shortstr()
-	m.Source = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Destination)
+	d.shortstr(&m.Source)
+	d.shortstr(&m.RoutingKey)
 	bits4 := d.u8()
 	m.NoWait = bits4&(1<<0) != 0
 	m.Arguments = d.table()
@@ -939,9 +939,9 @@ func (m *QueueDeclare) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueDeclare) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.Passive = bits2&(1<<0) != 0
 	m.Durable = bits2&(1<<1) != 0
@@ -976,8 +976,8 @@ func (m *QueueDeclareOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueDeclareOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Queue = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Queue)
 	m.MessageCount = d.u32()
 	m.ConsumerCount = d.u32()
 	return d.finish()
@@ -1023,11 +1023,11 @@ func (m *QueueBind) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueBind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Queue)
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	bits4 := d.u8()
 	m.NoWait = bits4&(1<<0) != 0
 	m.Arguments = d.table()
@@ -1078,9 +1078,9 @@ func (m *QueuePurge) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueuePurge) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.NoWait = bits2&(1<<0) != 0
 	return d.finish()
@@ -1103,7 +1103,7 @@ func (m *QueuePurgeOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueuePurgeOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.MessageCount = d.u32()
 	return d.finish()
 }
@@ -1144,9 +1144,9 @@ func (m *QueueDelete) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueDelete) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.IfUnused = bits2&(1<<0) != 0
 	m.IfEmpty = bits2&(1<<1) != 0
@@ -1171,7 +1171,7 @@ func (m *QueueDeleteOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueDeleteOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.MessageCount = d.u32()
 	return d.finish()
 }
@@ -1210,11 +1210,11 @@ func (m *QueueUnbind) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueUnbind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Queue)
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	m.Arguments = d.table()
 	return d.finish()
 }
@@ -1260,7 +1260,7 @@ func (m *BasicQos) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicQos) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.PrefetchSize = d.u32()
 	m.PrefetchCount = d.u16()
 	bits2 := d.u8()
@@ -1332,10 +1332,10 @@ func (m *BasicConsume) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicConsume) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
-	m.ConsumerTag = d.shortstr()
+	d.shortstr(&m.Queue)
+	d.shortstr(&m.ConsumerTag)
 	bits3 := d.u8()
 	m.NoLocal = bits3&(1<<0) != 0
 	m.NoAck = bits3&(1<<1) != 0
@@ -1365,8 +1365,8 @@ func (m *BasicConsumeOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicConsumeOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	return d.finish()
 }
 
@@ -1396,8 +1396,8 @@ func (m *BasicCancel) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicCancel) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	bits1 := d.u8()
 	m.NoWait = bits1&(1<<0) != 0
 	return d.finish()
@@ -1423,8 +1423,8 @@ func (m *BasicCancelOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicCancelOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	return d.finish()
 }
 
@@ -1464,10 +1464,10 @@ func (m *BasicPublish) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicPublish) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	bits3 := d.u8()
 	m.Mandatory = bits3&(1<<0) != 0
 	m.Immediate = bits3&(1<<1) != 0
@@ -1504,11 +1504,11 @@ func (m *BasicReturn) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicReturn) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ReplyCode = d.u16()
-	m.ReplyText = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.ReplyText)
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	return d.finish()
 }
 
@@ -1548,13 +1548,13 @@ func (m *BasicDeliver) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicDeliver) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	m.DeliveryTag = d.u64()
 	bits2 := d.u8()
 	m.Redelivered = bits2&(1<<0) != 0
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	return d.finish()
 }
 
@@ -1586,9 +1586,9 @@ func (m *BasicGet) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicGet) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.NoAck = bits2&(1<<0) != 0
 	return d.finish()
@@ -1628,12 +1628,12 @@ func (m *BasicGetOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicGetOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Redelivered = bits1&(1<<0) != 0
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	m.MessageCount = d.u32()
 	return d.finish()
 }
@@ -1658,8 +1658,8 @@ func (m *BasicGetEmpty) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicGetEmpty) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -1686,7 +1686,7 @@ func (m *BasicAck) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicAck) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Multiple = bits1&(1<<0) != 0
@@ -1716,7 +1716,7 @@ func (m *BasicReject) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicReject) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Requeue = bits1&(1<<0) != 0
@@ -1744,7 +1744,7 @@ func (m *BasicRecoverAsync) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicRecoverAsync) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Requeue = bits0&(1<<0) != 0
 	return d.finish()
@@ -1771,7 +1771,7 @@ func (m *BasicRecover) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicRecover) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Requeue = bits0&(1<<0) != 0
 	return d.finish()
@@ -1820,7 +1820,7 @@ func (m *BasicNack) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicNack) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Multiple = bits1&(1<<0) != 0
@@ -1849,7 +1849,7 @@ func (m *ConfirmSelect) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConfirmSelect) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.NoWait = bits0&(1<<0) != 0
 	return d.finish()

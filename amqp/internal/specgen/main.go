@@ -724,7 +724,7 @@ func genMethod(p func(string, ...any), m *method) {
 		p("func (*%s) decodeArgs(b []byte) error { return noArgs(b) }\n\n", gn)
 		return
 	}
-	p("func (m *%s) decodeArgs(b []byte) error {\n\td := decoder{b: b}\n", gn)
+	p("func (m *%s) decodeArgs(b []byte) error {\n\td := newDecoder(b)\n", gn)
 	for i := 0; i < len(fs); {
 		f := fs[i]
 		if f.typ == "bit" {
@@ -743,7 +743,11 @@ func genMethod(p func(string, ...any), m *method) {
 			"octet": "u8", "short": "u16", "long": "u32", "longlong": "u64", "timestamp": "timestamp",
 			"shortstr": "shortstr", "longstr": "longstr", "table": "table",
 		}[f.typ]
-		p("\tm.%s = d.%s()\n", f.goName, fn)
+		if f.typ == "shortstr" || f.typ == "longstr" {
+			p("\td.%s(&m.%s)\n", fn, f.goName)
+		} else {
+			p("\tm.%s = d.%s()\n", f.goName, fn)
+		}
 		i++
 	}
 	p("\treturn d.finish()\n}\n\n")
