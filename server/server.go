@@ -38,7 +38,7 @@ type Server struct {
 
 	store   persist.Store
 	msgID   atomic.Uint64 // last message id handed to the store
-	spillID atomic.Uint64 // last store id given to a non-durable queue's spill
+	spillID atomic.Uint64 // last id given to a queue's spill directory
 
 	maxMessageSize atomic.Uint64
 
