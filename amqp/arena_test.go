@@ -79,3 +79,45 @@ func TestDecodeStringRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestValidShortstr: the UTF-8 rule of RabbitMQ 3.10 for method short
+// strings, as probed with raw frames against it: malformed, truncated and
+// overlong sequences are refused; surrogates and four-byte sequences above
+// U+10FFFF are taken.
+func TestValidShortstr(t *testing.T) {
+	for s, want := range map[string]bool{
+		"":                     true,
+		"plain.ascii\x00":      true,
+		"\xc3\xa9":             true,
+		"\xc2\x80":             true,
+		"\xe0\xa0\x80":         true,
+		"\xef\xbf\xbe":         true,
+		"\xed\xa0\x80":         true, // high surrogate
+		"\xed\xbf\xbf":         true, // low surrogate
+		"\xf0\x90\x80\x80":     true,
+		"\xf4\x8f\xbf\xbf":     true,
+		"\xf4\x90\x80\x80":     true, // above U+10FFFF
+		"\xf5\x80\x80\x80":     true,
+		"\xf7\xbf\xbf\xbf":     true,
+		"\xff":                 false,
+		"\xfe":                 false,
+		"\x80":                 false,
+		"\xc3":                 false,
+		"\xc3A":                false,
+		"\xe2\x82":             false,
+		"\xc0\xaf":             false,
+		"\xc1\xbf":             false,
+		"\xe0\x80\xaf":         false,
+		"\xe0\x9f\xbf":         false,
+		"\xf0\x80\x80\xaf":     false,
+		"\xf0\x8f\xbf\xbf":     false,
+		"\xf8\x88\x80\x80\x80": false,
+	} {
+		if got := validShortstr(s); got != want {
+			t.Errorf("validShortstr(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if ShortstrsValid(&QueueDeclare{Queue: "q\xff"}) || !ShortstrsValid(&QueueDeclare{Queue: "q\xc3\xa9"}) || !ShortstrsValid(&BasicAck{}) {
+		t.Error("ShortstrsValid")
+	}
+}

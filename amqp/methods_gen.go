@@ -74,6 +74,10 @@ func (m *ConnectionStartOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionStartOk) shortstrsValid() bool {
+	return validShortstr(m.Mechanism) && validShortstr(m.Locale)
+}
+
 func (m *ConnectionStartOk) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.ClientProperties = d.table()
@@ -218,6 +222,10 @@ func (m *ConnectionOpen) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionOpen) shortstrsValid() bool {
+	return validShortstr(m.VirtualHost) && validShortstr(m.Reserved1)
+}
+
 func (m *ConnectionOpen) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	d.shortstr(&m.VirtualHost)
@@ -244,6 +252,10 @@ func (m *ConnectionOpenOk) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("connection.open-ok.reserved-1", err)
 	}
 	return dst, nil
+}
+
+func (m *ConnectionOpenOk) shortstrsValid() bool {
+	return validShortstr(m.Reserved1)
 }
 
 func (m *ConnectionOpenOk) decodeArgs(b []byte) error {
@@ -275,6 +287,10 @@ func (m *ConnectionClose) AppendArgs(dst []byte) ([]byte, error) {
 	dst = appendU16(dst, m.ReplyClassID)
 	dst = appendU16(dst, m.ReplyMethodID)
 	return dst, nil
+}
+
+func (m *ConnectionClose) shortstrsValid() bool {
+	return validShortstr(m.ReplyText)
 }
 
 func (m *ConnectionClose) decodeArgs(b []byte) error {
@@ -319,6 +335,10 @@ func (m *ConnectionBlocked) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("connection.blocked.reason", err)
 	}
 	return dst, nil
+}
+
+func (m *ConnectionBlocked) shortstrsValid() bool {
+	return validShortstr(m.Reason)
 }
 
 func (m *ConnectionBlocked) decodeArgs(b []byte) error {
@@ -366,6 +386,10 @@ func (m *ConnectionUpdateSecret) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionUpdateSecret) shortstrsValid() bool {
+	return validShortstr(m.Reason)
+}
+
 func (m *ConnectionUpdateSecret) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	d.longstr(&m.NewSecret)
@@ -406,6 +430,10 @@ func (m *ChannelOpen) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("channel.open.reserved-1", err)
 	}
 	return dst, nil
+}
+
+func (m *ChannelOpen) shortstrsValid() bool {
+	return validShortstr(m.Reserved1)
 }
 
 func (m *ChannelOpen) decodeArgs(b []byte) error {
@@ -518,6 +546,10 @@ func (m *ChannelClose) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ChannelClose) shortstrsValid() bool {
+	return validShortstr(m.ReplyText)
+}
+
 func (m *ChannelClose) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.ReplyCode = d.u16()
@@ -582,6 +614,10 @@ func (m *AccessRequest) AppendArgs(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, bits1)
 	return dst, nil
+}
+
+func (m *AccessRequest) shortstrsValid() bool {
+	return validShortstr(m.Realm)
 }
 
 func (m *AccessRequest) decodeArgs(b []byte) error {
@@ -669,6 +705,10 @@ func (m *ExchangeDeclare) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ExchangeDeclare) shortstrsValid() bool {
+	return validShortstr(m.Exchange) && validShortstr(m.Type)
+}
+
 func (m *ExchangeDeclare) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.Reserved1 = d.u16()
@@ -729,6 +769,10 @@ func (m *ExchangeDelete) AppendArgs(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, bits2)
 	return dst, nil
+}
+
+func (m *ExchangeDelete) shortstrsValid() bool {
+	return validShortstr(m.Exchange)
 }
 
 func (m *ExchangeDelete) decodeArgs(b []byte) error {
@@ -796,6 +840,10 @@ func (m *ExchangeBind) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ExchangeBind) shortstrsValid() bool {
+	return validShortstr(m.Destination) && validShortstr(m.Source) && validShortstr(m.RoutingKey)
+}
+
 func (m *ExchangeBind) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.Reserved1 = d.u16()
@@ -861,6 +909,10 @@ func (m *ExchangeUnbind) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("exchange.unbind.arguments", err)
 	}
 	return dst, nil
+}
+
+func (m *ExchangeUnbind) shortstrsValid() bool {
+	return validShortstr(m.Destination) && validShortstr(m.Source) && validShortstr(m.RoutingKey)
 }
 
 func (m *ExchangeUnbind) decodeArgs(b []byte) error {
@@ -938,6 +990,10 @@ func (m *QueueDeclare) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueDeclare) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *QueueDeclare) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.Reserved1 = d.u16()
@@ -973,6 +1029,10 @@ func (m *QueueDeclareOk) AppendArgs(dst []byte) ([]byte, error) {
 	dst = appendU32(dst, m.MessageCount)
 	dst = appendU32(dst, m.ConsumerCount)
 	return dst, nil
+}
+
+func (m *QueueDeclareOk) shortstrsValid() bool {
+	return validShortstr(m.Queue)
 }
 
 func (m *QueueDeclareOk) decodeArgs(b []byte) error {
@@ -1020,6 +1080,10 @@ func (m *QueueBind) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("queue.bind.arguments", err)
 	}
 	return dst, nil
+}
+
+func (m *QueueBind) shortstrsValid() bool {
+	return validShortstr(m.Queue) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
 }
 
 func (m *QueueBind) decodeArgs(b []byte) error {
@@ -1075,6 +1139,10 @@ func (m *QueuePurge) AppendArgs(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, bits2)
 	return dst, nil
+}
+
+func (m *QueuePurge) shortstrsValid() bool {
+	return validShortstr(m.Queue)
 }
 
 func (m *QueuePurge) decodeArgs(b []byte) error {
@@ -1143,6 +1211,10 @@ func (m *QueueDelete) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueDelete) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *QueueDelete) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.Reserved1 = d.u16()
@@ -1207,6 +1279,10 @@ func (m *QueueUnbind) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("queue.unbind.arguments", err)
 	}
 	return dst, nil
+}
+
+func (m *QueueUnbind) shortstrsValid() bool {
+	return validShortstr(m.Queue) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
 }
 
 func (m *QueueUnbind) decodeArgs(b []byte) error {
@@ -1331,6 +1407,10 @@ func (m *BasicConsume) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicConsume) shortstrsValid() bool {
+	return validShortstr(m.Queue) && validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicConsume) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.Reserved1 = d.u16()
@@ -1364,6 +1444,10 @@ func (m *BasicConsumeOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicConsumeOk) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicConsumeOk) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	d.shortstr(&m.ConsumerTag)
@@ -1395,6 +1479,10 @@ func (m *BasicCancel) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicCancel) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicCancel) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	d.shortstr(&m.ConsumerTag)
@@ -1420,6 +1508,10 @@ func (m *BasicCancelOk) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("basic.cancel-ok.consumer-tag", err)
 	}
 	return dst, nil
+}
+
+func (m *BasicCancelOk) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag)
 }
 
 func (m *BasicCancelOk) decodeArgs(b []byte) error {
@@ -1463,6 +1555,10 @@ func (m *BasicPublish) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicPublish) shortstrsValid() bool {
+	return validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicPublish) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.Reserved1 = d.u16()
@@ -1501,6 +1597,10 @@ func (m *BasicReturn) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("basic.return.routing-key", err)
 	}
 	return dst, nil
+}
+
+func (m *BasicReturn) shortstrsValid() bool {
+	return validShortstr(m.ReplyText) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
 }
 
 func (m *BasicReturn) decodeArgs(b []byte) error {
@@ -1547,6 +1647,10 @@ func (m *BasicDeliver) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicDeliver) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicDeliver) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	d.shortstr(&m.ConsumerTag)
@@ -1583,6 +1687,10 @@ func (m *BasicGet) AppendArgs(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, bits2)
 	return dst, nil
+}
+
+func (m *BasicGet) shortstrsValid() bool {
+	return validShortstr(m.Queue)
 }
 
 func (m *BasicGet) decodeArgs(b []byte) error {
@@ -1627,6 +1735,10 @@ func (m *BasicGetOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicGetOk) shortstrsValid() bool {
+	return validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicGetOk) decodeArgs(b []byte) error {
 	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
@@ -1655,6 +1767,10 @@ func (m *BasicGetEmpty) AppendArgs(dst []byte) ([]byte, error) {
 		return dst, fieldErr("basic.get-empty.reserved-1", err)
 	}
 	return dst, nil
+}
+
+func (m *BasicGetEmpty) shortstrsValid() bool {
+	return validShortstr(m.Reserved1)
 }
 
 func (m *BasicGetEmpty) decodeArgs(b []byte) error {

@@ -390,10 +390,16 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 			}
 			return err
 		}
+		_, publish := m.(*amqp.BasicPublish)
+		if !publish && !amqp.ShortstrsValid(m) {
+			// RabbitMQ checks every short string a client sends but
+			// basic.publish's: names that are not UTF-8 never exist.
+			return amqp.Errorf(amqp.FrameError, 0, 0, "Malformed UTF-8 in shortstr")
+		}
 		if f.Channel == 0 {
 			return c.handleConnectionMethod(m)
 		}
-		if _, ok := m.(*amqp.BasicPublish); ok {
+		if publish {
 			if err := c.waitUnblocked(); err != nil {
 				return err
 			}

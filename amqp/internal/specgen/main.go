@@ -719,6 +719,17 @@ func genMethod(p func(string, ...any), m *method) {
 	}
 	p("\treturn dst, nil\n}\n\n")
 
+	// Shortstr check.
+	var strs []string
+	for _, f := range m.fields {
+		if f.typ == "shortstr" {
+			strs = append(strs, "validShortstr(m."+f.goName+")")
+		}
+	}
+	if len(strs) > 0 {
+		p("func (m *%s) shortstrsValid() bool {\n\treturn %s\n}\n\n", gn, strings.Join(strs, " && "))
+	}
+
 	// Decoder.
 	if len(m.fields) == 0 {
 		p("func (*%s) decodeArgs(b []byte) error { return noArgs(b) }\n\n", gn)
