@@ -260,7 +260,12 @@ func (c *conn) readLoop() error {
 	// sending heartbeats. The read deadline moves at most every
 	// timeout/8, not at every frame (each move is a timer update): a
 	// silent peer is noticed after 7/8 of the timeout at the earliest.
+	//
+	// Bytes count too, as RabbitMQ's heartbeat monitor counts them: when
+	// the deadline passes in the middle of a frame that is still arriving
+	// (a large body frame over a slow link), it is moved on.
 	var deadline time.Time
+	var readAt uint64 // BytesRead when deadline was set
 	for {
 		if c.fs.pending() && !c.fr.HasFrame() {
 			c.fs.flush() // the next read may wait
@@ -268,10 +273,15 @@ func (c *conn) readLoop() error {
 		if timeout > 0 && !c.closing {
 			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
 				deadline = now.Add(timeout)
+				readAt = c.fr.BytesRead()
 				c.nc.SetReadDeadline(deadline)
 			}
 		}
 		f, err := c.fr.ReadFrame()
+		if err != nil && timeout > 0 && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) && c.fr.BytesRead() != readAt {
+			deadline = time.Time{} // moved at the top of the loop
+			continue
+		}
 		if err != nil {
 			var ae *amqp.Error
 			if errors.As(err, &ae) && !c.closing {

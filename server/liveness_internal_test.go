@@ -242,3 +242,37 @@ func rawChannel(s *Server, id uint16) *channel {
 	}
 	return nil
 }
+
+// TestHeartbeatSlowFrame: a large frame arriving slowly, over more than the
+// heartbeat timeout, is a live peer too: every byte received counts, as in
+// RabbitMQ. The heartbeat unit is 200 ms (timeout 400 ms); the body frame
+// takes about three timeouts to arrive, a chunk every 20 ms.
+func TestHeartbeatSlowFrame(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.heartbeatUnit = 200 * time.Millisecond
+	const timeout = 400 * time.Millisecond
+	rc := openRaw(t, s, 1, 131072)
+	rc.send(1, &amqp.QueueDeclare{Queue: "slowq"})
+	expectRaw[*amqp.QueueDeclareOk](rc)
+	const size = 6000
+	rc.send(1, &amqp.BasicPublish{RoutingKey: "slowq"})
+	rc.write(amqp.AppendHeaderFrame(nil, 1, 60, size, []byte{0, 0}))
+	frame := amqp.AppendBodyFrames(nil, 1, make([]byte, size), 131072)
+	end := time.Now().Add(3 * timeout)
+	step := len(frame) / int(3*timeout/(20*time.Millisecond))
+	for len(frame) > 0 {
+		n := min(step, len(frame))
+		if time.Now().After(end) {
+			n = len(frame)
+		}
+		if _, err := rc.nc.Write(frame[:n]); err != nil {
+			t.Fatalf("the broker cut a connection whose frame kept arriving: %v", err)
+		}
+		frame = frame[n:]
+		time.Sleep(20 * time.Millisecond) // the pace of a slow link
+	}
+	rc.send(1, &amqp.QueueDeclare{Queue: "slowq", Passive: true})
+	if ok := expectRaw[*amqp.QueueDeclareOk](rc); ok.MessageCount != 1 {
+		t.Fatalf("%d messages, want 1", ok.MessageCount)
+	}
+}
