@@ -107,12 +107,12 @@ func expectRaw[M amqp.Method](rc *rawClient) M {
 // TestHeartbeatBusyReader: a client that keeps the broker's read buffer
 // from ever running empty (pipelined queue.bind nowait, every write ending
 // inside a frame) is alive; the broker must not cut it for missed
-// heartbeats. The heartbeat unit is shortened to 100 ms, so the broker's
-// heartbeat timeout is 200 ms, and the client streams for ten of those.
+// heartbeats. The heartbeat unit is shortened to 300 ms, so the broker's
+// heartbeat timeout is 600 ms, and the client streams for five of those.
 func TestHeartbeatBusyReader(t *testing.T) {
 	s := newTestServer(t, Config{})
-	s.heartbeatUnit = 100 * time.Millisecond
-	const timeout = 200 * time.Millisecond
+	s.heartbeatUnit = 300 * time.Millisecond
+	const timeout = 600 * time.Millisecond
 	rc := openRaw(t, s, 1, 131072)
 	rc.send(1, &amqp.QueueDeclare{Queue: "hbq"})
 	expectRaw[*amqp.QueueDeclareOk](rc)
@@ -140,7 +140,7 @@ func TestHeartbeatBusyReader(t *testing.T) {
 	if _, err := rc.nc.Write(frame[:cut]); err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(10 * timeout)
+	end := time.Now().Add(5 * timeout)
 	for time.Now().Before(end) {
 		rc.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		if _, err := rc.nc.Write(steady); err != nil {
@@ -245,12 +245,12 @@ func rawChannel(s *Server, id uint16) *channel {
 
 // TestHeartbeatSlowFrame: a large frame arriving slowly, over more than the
 // heartbeat timeout, is a live peer too: every byte received counts, as in
-// RabbitMQ. The heartbeat unit is 200 ms (timeout 400 ms); the body frame
+// RabbitMQ. The heartbeat unit is 300 ms (timeout 600 ms); the body frame
 // takes about three timeouts to arrive, a chunk every 20 ms.
 func TestHeartbeatSlowFrame(t *testing.T) {
 	s := newTestServer(t, Config{})
-	s.heartbeatUnit = 200 * time.Millisecond
-	const timeout = 400 * time.Millisecond
+	s.heartbeatUnit = 300 * time.Millisecond
+	const timeout = 600 * time.Millisecond
 	rc := openRaw(t, s, 1, 131072)
 	rc.send(1, &amqp.QueueDeclare{Queue: "slowq"})
 	expectRaw[*amqp.QueueDeclareOk](rc)
