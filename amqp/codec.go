@@ -39,28 +39,97 @@ var (
 // decoder reads big-endian AMQP primitives from b. The first failure is kept
 // in err; later reads return zero values, so generated code checks once.
 //
-// Strings are copied out of b, but not one by one: the first non-empty
-// string copies the rest of the arguments into one Go string (the arena)
-// and every string is a substring of it, so basic.publish costs one string
-// allocation instead of two. The arena is bounded by the input.
+// Strings are copied out of b, but not one by one: the strings of a run of
+// fields that no table interrupts share one Go string (the arena), copied
+// from the first string's bytes to the last one's, so basic.publish costs
+// one string allocation instead of two. A string is stored into its field
+// only when its run ends (a table, or finish): until then the decoder does
+// not know how far the arena reaches. The arena never spans a table, whose
+// bytes would otherwise stay alive for as long as any of the strings does
+// (a queue name kept the whole arguments table of its queue.declare).
 type decoder struct {
-	b     []byte
-	err   error
-	arena string // copy of the arguments from the first string on
-	rest  int    // len(b) when the arena was taken
+	all  []byte // the arguments, as given
+	b    []byte // what is left to read
+	err  error
+	strs [8]pendingStr
+	ns   int
 }
 
-// str returns b[off:off+n] as a string backed by the arena.
-func (d *decoder) str(off, n int) string {
+// pendingStr is a string read but not yet stored: all[off:off+n] goes to
+// *dst.
+type pendingStr struct {
+	dst    *string
+	off, n int
+}
+
+func newDecoder(b []byte) decoder { return decoder{all: b, b: b} }
+
+// str records that b[:n] is the string for *dst.
+func (d *decoder) str(dst *string, n int) {
 	if n == 0 {
-		return ""
+		*dst = ""
+		return
 	}
-	if d.arena == "" {
-		d.arena = string(d.b)
-		d.rest = len(d.b)
+	if d.ns == len(d.strs) {
+		d.storeStrs()
 	}
-	at := d.rest - len(d.b) + off
-	return d.arena[at : at+n]
+	d.strs[d.ns] = pendingStr{dst: dst, off: len(d.all) - len(d.b), n: n}
+	d.ns++
+}
+
+// storeStrs ends the current run of strings: one arena for all of them.
+func (d *decoder) storeStrs() {
+	if d.ns == 0 {
+		return
+	}
+	lo := d.strs[0].off
+	last := d.strs[d.ns-1]
+	arena := string(d.all[lo : last.off+last.n])
+	for _, p := range d.strs[:d.ns] {
+		*p.dst = arena[p.off-lo : p.off-lo+p.n]
+	}
+	d.ns = 0
+}
+
+// validShortstr reports whether s is UTF-8 as RabbitMQ checks the short
+// strings of method arguments: every character a well-formed sequence of
+// one to four bytes in its shortest form. Unlike utf8.ValidString it takes
+// surrogates (U+D800..U+DFFF) and four-byte sequences above U+10FFFF (up to
+// F7 BF BF BF), which RabbitMQ 3.10 accepts in a queue name.
+func validShortstr(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < 0x80 {
+			i++
+			continue
+		}
+		var n int
+		var v, least rune
+		switch {
+		case c&0xE0 == 0xC0:
+			n, v, least = 2, rune(c&0x1F), 0x80
+		case c&0xF0 == 0xE0:
+			n, v, least = 3, rune(c&0x0F), 0x800
+		case c&0xF8 == 0xF0:
+			n, v, least = 4, rune(c&0x07), 0x10000
+		default:
+			return false // a continuation byte, or F8..FF
+		}
+		if i+n > len(s) {
+			return false
+		}
+		for _, b := range []byte(s[i+1 : i+n]) {
+			if b&0xC0 != 0x80 {
+				return false
+			}
+			v = v<<6 | rune(b&0x3F)
+		}
+		if v < least {
+			return false // overlong
+		}
+		i += n
+	}
+	return true
 }
 
 func (d *decoder) fail(err error) {
@@ -114,38 +183,37 @@ func (d *decoder) timestamp() time.Time {
 	return timeFromWire(d.u64())
 }
 
-func (d *decoder) shortstr() string {
+func (d *decoder) shortstr(dst *string) {
 	n := int(d.u8())
 	if d.err != nil {
-		return ""
+		return
 	}
 	if len(d.b) < n {
 		d.fail(errTruncated)
-		return ""
+		return
 	}
-	s := d.str(0, n)
+	d.str(dst, n)
 	d.b = d.b[n:]
-	return s
 }
 
-func (d *decoder) longstr() string {
+func (d *decoder) longstr(dst *string) {
 	n := d.u32()
 	if d.err != nil {
-		return ""
+		return
 	}
 	if uint64(len(d.b)) < uint64(n) {
 		d.fail(errTruncated)
-		return ""
+		return
 	}
-	s := d.str(0, int(n))
+	d.str(dst, int(n))
 	d.b = d.b[n:]
-	return s
 }
 
 func (d *decoder) table() Table {
 	if d.err != nil {
 		return nil
 	}
+	d.storeStrs() // a table ends a run of strings
 	t, n, err := decodeTable(d.b)
 	if err != nil {
 		d.fail(err)
@@ -155,11 +223,13 @@ func (d *decoder) table() Table {
 	return t
 }
 
-// finish reports the first error, or an error if bytes remain unread.
+// finish stores the strings still pending and reports the first error, or
+// an error if bytes remain unread.
 func (d *decoder) finish() error {
 	if d.err != nil {
 		return d.err
 	}
+	d.storeStrs()
 	if len(d.b) != 0 {
 		return errTrailing
 	}

@@ -43,6 +43,7 @@ type FrameReader struct {
 	end      int        // end of valid data
 	maxFrame uint32     // total frame size limit incl. overhead; 0 = FrameMinSize
 	err      error      // read error held back while buffered bytes remain
+	read     uint64     // bytes read from r, ever
 }
 
 // LazyReader is a reader that needs a buffer only while input is there.
@@ -104,6 +105,11 @@ func (fr *FrameReader) limit() uint64 {
 	}
 	return uint64(fr.maxFrame)
 }
+
+// BytesRead returns how many bytes were read from the underlying reader
+// so far, whole frames or not: a slow peer in the middle of a large frame
+// is making progress.
+func (fr *FrameReader) BytesRead() uint64 { return fr.read }
 
 // Buffered returns the number of bytes read from the underlying reader but not
 // yet returned as frames.
@@ -180,6 +186,7 @@ func (fr *FrameReader) fill(n int) error {
 				return fr.buf[fr.end:]
 			}, fr.release)
 			fr.end += k
+			fr.read += uint64(k)
 			if err != nil {
 				fr.err = err
 				if fr.end-fr.start >= n {
@@ -196,6 +203,7 @@ func (fr *FrameReader) fill(n int) error {
 		}
 		k, err := fr.r.Read(fr.buf[fr.end:])
 		fr.end += k
+		fr.read += uint64(k)
 		if k == 0 && err == nil {
 			if empty++; empty == 100 { // as bufio does
 				return io.ErrNoProgress

@@ -66,3 +66,15 @@ func AppendMethodFrame(dst []byte, channel uint16, m Method) ([]byte, error) {
 	binary.BigEndian.PutUint32(dst[orig+3:], uint32(size))
 	return append(dst, FrameEnd), nil
 }
+
+// ShortstrsValid reports whether every short string argument of m is UTF-8
+// as RabbitMQ requires of the methods a client sends it (it checks them all
+// but basic.publish's, and closes the connection with 501 FRAME_ERROR
+// "Malformed UTF-8 in shortstr" otherwise). Surrogates and four-byte
+// sequences above U+10FFFF pass, as they do in RabbitMQ 3.10.
+func ShortstrsValid(m Method) bool {
+	if c, ok := m.(interface{ shortstrsValid() bool }); ok {
+		return c.shortstrsValid()
+	}
+	return true
+}

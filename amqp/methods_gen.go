@@ -34,12 +34,12 @@ func (m *ConnectionStart) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionStart) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.VersionMajor = d.u8()
 	m.VersionMinor = d.u8()
 	m.ServerProperties = d.table()
-	m.Mechanisms = d.longstr()
-	m.Locales = d.longstr()
+	d.longstr(&m.Mechanisms)
+	d.longstr(&m.Locales)
 	return d.finish()
 }
 
@@ -74,12 +74,16 @@ func (m *ConnectionStartOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionStartOk) shortstrsValid() bool {
+	return validShortstr(m.Mechanism) && validShortstr(m.Locale)
+}
+
 func (m *ConnectionStartOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ClientProperties = d.table()
-	m.Mechanism = d.shortstr()
-	m.Response = d.longstr()
-	m.Locale = d.shortstr()
+	d.shortstr(&m.Mechanism)
+	d.longstr(&m.Response)
+	d.shortstr(&m.Locale)
 	return d.finish()
 }
 
@@ -103,8 +107,8 @@ func (m *ConnectionSecure) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionSecure) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Challenge = d.longstr()
+	d := newDecoder(b)
+	d.longstr(&m.Challenge)
 	return d.finish()
 }
 
@@ -128,8 +132,8 @@ func (m *ConnectionSecureOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionSecureOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Response = d.longstr()
+	d := newDecoder(b)
+	d.longstr(&m.Response)
 	return d.finish()
 }
 
@@ -154,7 +158,7 @@ func (m *ConnectionTune) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionTune) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ChannelMax = d.u16()
 	m.FrameMax = d.u32()
 	m.Heartbeat = d.u16()
@@ -182,7 +186,7 @@ func (m *ConnectionTuneOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConnectionTuneOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ChannelMax = d.u16()
 	m.FrameMax = d.u32()
 	m.Heartbeat = d.u16()
@@ -218,10 +222,14 @@ func (m *ConnectionOpen) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionOpen) shortstrsValid() bool {
+	return validShortstr(m.VirtualHost) && validShortstr(m.Reserved1)
+}
+
 func (m *ConnectionOpen) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.VirtualHost = d.shortstr()
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.VirtualHost)
+	d.shortstr(&m.Reserved1)
 	bits2 := d.u8()
 	m.Reserved2 = bits2&(1<<0) != 0
 	return d.finish()
@@ -246,9 +254,13 @@ func (m *ConnectionOpenOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionOpenOk) shortstrsValid() bool {
+	return validShortstr(m.Reserved1)
+}
+
 func (m *ConnectionOpenOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -277,10 +289,14 @@ func (m *ConnectionClose) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionClose) shortstrsValid() bool {
+	return validShortstr(m.ReplyText)
+}
+
 func (m *ConnectionClose) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ReplyCode = d.u16()
-	m.ReplyText = d.shortstr()
+	d.shortstr(&m.ReplyText)
 	m.ReplyClassID = d.u16()
 	m.ReplyMethodID = d.u16()
 	return d.finish()
@@ -321,9 +337,13 @@ func (m *ConnectionBlocked) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionBlocked) shortstrsValid() bool {
+	return validShortstr(m.Reason)
+}
+
 func (m *ConnectionBlocked) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reason = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reason)
 	return d.finish()
 }
 
@@ -366,10 +386,14 @@ func (m *ConnectionUpdateSecret) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ConnectionUpdateSecret) shortstrsValid() bool {
+	return validShortstr(m.Reason)
+}
+
 func (m *ConnectionUpdateSecret) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.NewSecret = d.longstr()
-	m.Reason = d.shortstr()
+	d := newDecoder(b)
+	d.longstr(&m.NewSecret)
+	d.shortstr(&m.Reason)
 	return d.finish()
 }
 
@@ -408,9 +432,13 @@ func (m *ChannelOpen) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ChannelOpen) shortstrsValid() bool {
+	return validShortstr(m.Reserved1)
+}
+
 func (m *ChannelOpen) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -434,8 +462,8 @@ func (m *ChannelOpenOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelOpenOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.longstr()
+	d := newDecoder(b)
+	d.longstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -460,7 +488,7 @@ func (m *ChannelFlow) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelFlow) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Active = bits0&(1<<0) != 0
 	return d.finish()
@@ -487,7 +515,7 @@ func (m *ChannelFlowOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ChannelFlowOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Active = bits0&(1<<0) != 0
 	return d.finish()
@@ -518,10 +546,14 @@ func (m *ChannelClose) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ChannelClose) shortstrsValid() bool {
+	return validShortstr(m.ReplyText)
+}
+
 func (m *ChannelClose) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ReplyCode = d.u16()
-	m.ReplyText = d.shortstr()
+	d.shortstr(&m.ReplyText)
 	m.ReplyClassID = d.u16()
 	m.ReplyMethodID = d.u16()
 	return d.finish()
@@ -584,9 +616,13 @@ func (m *AccessRequest) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *AccessRequest) shortstrsValid() bool {
+	return validShortstr(m.Realm)
+}
+
 func (m *AccessRequest) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Realm = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Realm)
 	bits1 := d.u8()
 	m.Exclusive = bits1&(1<<0) != 0
 	m.Passive = bits1&(1<<1) != 0
@@ -613,7 +649,7 @@ func (m *AccessRequestOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *AccessRequestOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
 	return d.finish()
 }
@@ -669,11 +705,15 @@ func (m *ExchangeDeclare) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ExchangeDeclare) shortstrsValid() bool {
+	return validShortstr(m.Exchange) && validShortstr(m.Type)
+}
+
 func (m *ExchangeDeclare) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Exchange = d.shortstr()
-	m.Type = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.Type)
 	bits3 := d.u8()
 	m.Passive = bits3&(1<<0) != 0
 	m.Durable = bits3&(1<<1) != 0
@@ -731,10 +771,14 @@ func (m *ExchangeDelete) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ExchangeDelete) shortstrsValid() bool {
+	return validShortstr(m.Exchange)
+}
+
 func (m *ExchangeDelete) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Exchange = d.shortstr()
+	d.shortstr(&m.Exchange)
 	bits2 := d.u8()
 	m.IfUnused = bits2&(1<<0) != 0
 	m.NoWait = bits2&(1<<1) != 0
@@ -796,12 +840,16 @@ func (m *ExchangeBind) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ExchangeBind) shortstrsValid() bool {
+	return validShortstr(m.Destination) && validShortstr(m.Source) && validShortstr(m.RoutingKey)
+}
+
 func (m *ExchangeBind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Destination = d.shortstr()
-	m.Source = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Destination)
+	d.shortstr(&m.Source)
+	d.shortstr(&m.RoutingKey)
 	bits4 := d.u8()
 	m.NoWait = bits4&(1<<0) != 0
 	m.Arguments = d.table()
@@ -863,12 +911,16 @@ func (m *ExchangeUnbind) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *ExchangeUnbind) shortstrsValid() bool {
+	return validShortstr(m.Destination) && validShortstr(m.Source) && validShortstr(m.RoutingKey)
+}
+
 func (m *ExchangeUnbind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Destination = d.shortstr()
-	m.Source = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Destination)
+	d.shortstr(&m.Source)
+	d.shortstr(&m.RoutingKey)
 	bits4 := d.u8()
 	m.NoWait = bits4&(1<<0) != 0
 	m.Arguments = d.table()
@@ -938,10 +990,14 @@ func (m *QueueDeclare) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueDeclare) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *QueueDeclare) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.Passive = bits2&(1<<0) != 0
 	m.Durable = bits2&(1<<1) != 0
@@ -975,9 +1031,13 @@ func (m *QueueDeclareOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueDeclareOk) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *QueueDeclareOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Queue = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Queue)
 	m.MessageCount = d.u32()
 	m.ConsumerCount = d.u32()
 	return d.finish()
@@ -1022,12 +1082,16 @@ func (m *QueueBind) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueBind) shortstrsValid() bool {
+	return validShortstr(m.Queue) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *QueueBind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Queue)
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	bits4 := d.u8()
 	m.NoWait = bits4&(1<<0) != 0
 	m.Arguments = d.table()
@@ -1077,10 +1141,14 @@ func (m *QueuePurge) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueuePurge) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *QueuePurge) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.NoWait = bits2&(1<<0) != 0
 	return d.finish()
@@ -1103,7 +1171,7 @@ func (m *QueuePurgeOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueuePurgeOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.MessageCount = d.u32()
 	return d.finish()
 }
@@ -1143,10 +1211,14 @@ func (m *QueueDelete) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueDelete) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *QueueDelete) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.IfUnused = bits2&(1<<0) != 0
 	m.IfEmpty = bits2&(1<<1) != 0
@@ -1171,7 +1243,7 @@ func (m *QueueDeleteOk) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *QueueDeleteOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.MessageCount = d.u32()
 	return d.finish()
 }
@@ -1209,12 +1281,16 @@ func (m *QueueUnbind) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *QueueUnbind) shortstrsValid() bool {
+	return validShortstr(m.Queue) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *QueueUnbind) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Queue)
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	m.Arguments = d.table()
 	return d.finish()
 }
@@ -1260,7 +1336,7 @@ func (m *BasicQos) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicQos) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.PrefetchSize = d.u32()
 	m.PrefetchCount = d.u16()
 	bits2 := d.u8()
@@ -1331,11 +1407,15 @@ func (m *BasicConsume) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicConsume) shortstrsValid() bool {
+	return validShortstr(m.Queue) && validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicConsume) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
-	m.ConsumerTag = d.shortstr()
+	d.shortstr(&m.Queue)
+	d.shortstr(&m.ConsumerTag)
 	bits3 := d.u8()
 	m.NoLocal = bits3&(1<<0) != 0
 	m.NoAck = bits3&(1<<1) != 0
@@ -1364,9 +1444,13 @@ func (m *BasicConsumeOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicConsumeOk) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicConsumeOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	return d.finish()
 }
 
@@ -1395,9 +1479,13 @@ func (m *BasicCancel) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicCancel) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicCancel) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	bits1 := d.u8()
 	m.NoWait = bits1&(1<<0) != 0
 	return d.finish()
@@ -1422,9 +1510,13 @@ func (m *BasicCancelOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicCancelOk) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag)
+}
+
 func (m *BasicCancelOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	return d.finish()
 }
 
@@ -1463,11 +1555,15 @@ func (m *BasicPublish) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicPublish) shortstrsValid() bool {
+	return validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicPublish) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	bits3 := d.u8()
 	m.Mandatory = bits3&(1<<0) != 0
 	m.Immediate = bits3&(1<<1) != 0
@@ -1503,12 +1599,16 @@ func (m *BasicReturn) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicReturn) shortstrsValid() bool {
+	return validShortstr(m.ReplyText) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicReturn) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.ReplyCode = d.u16()
-	m.ReplyText = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.ReplyText)
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	return d.finish()
 }
 
@@ -1547,14 +1647,18 @@ func (m *BasicDeliver) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicDeliver) shortstrsValid() bool {
+	return validShortstr(m.ConsumerTag) && validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicDeliver) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.ConsumerTag)
 	m.DeliveryTag = d.u64()
 	bits2 := d.u8()
 	m.Redelivered = bits2&(1<<0) != 0
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	return d.finish()
 }
 
@@ -1585,10 +1689,14 @@ func (m *BasicGet) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicGet) shortstrsValid() bool {
+	return validShortstr(m.Queue)
+}
+
 func (m *BasicGet) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.Reserved1 = d.u16()
-	m.Queue = d.shortstr()
+	d.shortstr(&m.Queue)
 	bits2 := d.u8()
 	m.NoAck = bits2&(1<<0) != 0
 	return d.finish()
@@ -1627,13 +1735,17 @@ func (m *BasicGetOk) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicGetOk) shortstrsValid() bool {
+	return validShortstr(m.Exchange) && validShortstr(m.RoutingKey)
+}
+
 func (m *BasicGetOk) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Redelivered = bits1&(1<<0) != 0
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	d.shortstr(&m.Exchange)
+	d.shortstr(&m.RoutingKey)
 	m.MessageCount = d.u32()
 	return d.finish()
 }
@@ -1657,9 +1769,13 @@ func (m *BasicGetEmpty) AppendArgs(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+func (m *BasicGetEmpty) shortstrsValid() bool {
+	return validShortstr(m.Reserved1)
+}
+
 func (m *BasicGetEmpty) decodeArgs(b []byte) error {
-	d := decoder{b: b}
-	m.Reserved1 = d.shortstr()
+	d := newDecoder(b)
+	d.shortstr(&m.Reserved1)
 	return d.finish()
 }
 
@@ -1686,7 +1802,7 @@ func (m *BasicAck) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicAck) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Multiple = bits1&(1<<0) != 0
@@ -1716,7 +1832,7 @@ func (m *BasicReject) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicReject) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Requeue = bits1&(1<<0) != 0
@@ -1744,7 +1860,7 @@ func (m *BasicRecoverAsync) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicRecoverAsync) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Requeue = bits0&(1<<0) != 0
 	return d.finish()
@@ -1771,7 +1887,7 @@ func (m *BasicRecover) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicRecover) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.Requeue = bits0&(1<<0) != 0
 	return d.finish()
@@ -1820,7 +1936,7 @@ func (m *BasicNack) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *BasicNack) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	m.DeliveryTag = d.u64()
 	bits1 := d.u8()
 	m.Multiple = bits1&(1<<0) != 0
@@ -1849,7 +1965,7 @@ func (m *ConfirmSelect) AppendArgs(dst []byte) ([]byte, error) {
 }
 
 func (m *ConfirmSelect) decodeArgs(b []byte) error {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	bits0 := d.u8()
 	m.NoWait = bits0&(1<<0) != 0
 	return d.finish()

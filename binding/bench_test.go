@@ -94,3 +94,25 @@ func BenchmarkHeadersMatch(b *testing.B) {
 		out = m.Match("", hdrs, out[:0])
 	}
 }
+
+// BenchmarkBindManyKeysOneQueue binds n distinct topic keys to one queue and
+// then removes them; ns/op is for all of them.
+func BenchmarkBindManyKeysOneQueue(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("stock.%d.nyse", i)
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				m := NewTopic()
+				for _, k := range keys {
+					m.Add(Binding{Dest: q("one"), Key: k})
+				}
+				for _, k := range keys {
+					m.Remove(Binding{Dest: q("one"), Key: k})
+				}
+			}
+		})
+	}
+}

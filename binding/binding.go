@@ -98,10 +98,27 @@ type entry struct {
 // bindSet stores bindings grouped by destination; it is the source of truth
 // for identity, Len, Bindings and RemoveDest. Each matcher keeps an index
 // beside it.
+//
+// A destination's few bindings are a slice, scanned; past
+// destKeysThreshold they are indexed by key, so that binding a million keys
+// to one queue costs O(1) per binding instead of a scan of those already
+// there. probes counts the entries compared, for the tests.
 type bindSet struct {
-	byDest map[Destination][]entry
+	byDest map[Destination]destBindings
 	n      int
+	probes int
 }
+
+// destBindings is one destination's bindings: in few while byKey is nil,
+// else in byKey (key -> the args of each binding with that key; usually
+// one).
+type destBindings struct {
+	few   []entry
+	byKey map[string][]map[string]any
+	n     int
+}
+
+const destKeysThreshold = 16
 
 func copyArgs(args map[string]any) map[string]any {
 	if len(args) == 0 {
@@ -117,53 +134,121 @@ func copyArgs(args map[string]any) map[string]any {
 // add records b; it returns the stored args copy and whether b was new.
 func (s *bindSet) add(b Binding) (map[string]any, bool) {
 	if s.byDest == nil {
-		s.byDest = make(map[Destination][]entry)
+		s.byDest = make(map[Destination]destBindings)
 	}
-	es := s.byDest[b.Dest]
-	for _, e := range es {
-		if e.key == b.Key && ArgsEqual(e.args, b.Args) {
-			return nil, false
+	db := s.byDest[b.Dest]
+	var args map[string]any
+	if db.byKey != nil {
+		vs := db.byKey[b.Key]
+		for _, a := range vs {
+			s.probes++
+			if ArgsEqual(a, b.Args) {
+				return nil, false
+			}
+		}
+		args = copyArgs(b.Args)
+		db.byKey[b.Key] = append(vs, args)
+	} else {
+		for _, e := range db.few {
+			s.probes++
+			if e.key == b.Key && ArgsEqual(e.args, b.Args) {
+				return nil, false
+			}
+		}
+		args = copyArgs(b.Args)
+		db.few = append(db.few, entry{key: b.Key, args: args})
+		if len(db.few) > destKeysThreshold {
+			db.byKey = make(map[string][]map[string]any, 2*len(db.few))
+			for _, e := range db.few {
+				db.byKey[e.key] = append(db.byKey[e.key], e.args)
+			}
+			db.few = nil
 		}
 	}
-	args := copyArgs(b.Args)
-	s.byDest[b.Dest] = append(es, entry{key: b.Key, args: args})
+	db.n++
+	s.byDest[b.Dest] = db
 	s.n++
 	return args, true
 }
 
 // remove deletes b; it returns the stored args and whether b existed.
 func (s *bindSet) remove(b Binding) (map[string]any, bool) {
-	es := s.byDest[b.Dest]
-	for i, e := range es {
-		if e.key == b.Key && ArgsEqual(e.args, b.Args) {
-			if len(es) == 1 {
-				delete(s.byDest, b.Dest)
-			} else {
+	db, ok := s.byDest[b.Dest]
+	if !ok {
+		return nil, false
+	}
+	var args map[string]any
+	found := false
+	if db.byKey != nil {
+		vs := db.byKey[b.Key]
+		for i, a := range vs {
+			s.probes++
+			if ArgsEqual(a, b.Args) {
+				args, found = a, true
+				if len(vs) == 1 {
+					delete(db.byKey, b.Key)
+				} else {
+					vs[i] = vs[len(vs)-1]
+					vs[len(vs)-1] = nil
+					db.byKey[b.Key] = vs[:len(vs)-1]
+				}
+				break
+			}
+		}
+	} else {
+		es := db.few
+		for i, e := range es {
+			s.probes++
+			if e.key == b.Key && ArgsEqual(e.args, b.Args) {
+				args, found = e.args, true
 				es[i] = es[len(es)-1]
 				es[len(es)-1] = entry{}
-				s.byDest[b.Dest] = es[:len(es)-1]
+				db.few = es[:len(es)-1]
+				break
 			}
-			s.n--
-			return e.args, true
 		}
 	}
-	return nil, false
+	if !found {
+		return nil, false
+	}
+	s.n--
+	if db.n--; db.n == 0 {
+		delete(s.byDest, b.Dest)
+	} else {
+		s.byDest[b.Dest] = db
+	}
+	return args, true
 }
 
 // removeDest deletes and returns every entry for d.
 func (s *bindSet) removeDest(d Destination) []entry {
-	es, ok := s.byDest[d]
+	db, ok := s.byDest[d]
 	if !ok {
 		return nil
 	}
 	delete(s.byDest, d)
-	s.n -= len(es)
-	return es
+	s.n -= db.n
+	return db.entries(nil)
+}
+
+// entries appends the destination's bindings to out.
+func (db destBindings) entries(out []entry) []entry {
+	if db.byKey == nil {
+		return append(out, db.few...)
+	}
+	for k, vs := range db.byKey {
+		for _, a := range vs {
+			out = append(out, entry{key: k, args: a})
+		}
+	}
+	return out
 }
 
 func (s *bindSet) list() []Binding {
 	out := make([]Binding, 0, s.n)
-	for d, es := range s.byDest {
+	var es []entry
+	for d, db := range s.byDest {
+		es = db.entries(es[:0])
 		for _, e := range es {
 			out = append(out, Binding{Dest: d, Key: e.key, Args: copyArgs(e.args)})
 		}

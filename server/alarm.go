@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,9 @@ import (
 // read from) until the alarm clears; consumers keep draining meanwhile.
 
 type alarmState struct {
+	// raised mirrors memory || disk, for the readers' check of every
+	// publishing frame without the mutex.
+	raised   atomic.Bool
 	mu       sync.Mutex
 	memory   bool
 	disk     bool
@@ -37,6 +41,9 @@ func newAlarmState(memLimit uint64) *alarmState {
 // blocked returns nil when publishing may go on, or the reason and a
 // channel closed when it may again.
 func (a *alarmState) blocked() (string, <-chan struct{}) {
+	if !a.raised.Load() {
+		return "", nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
@@ -55,6 +62,7 @@ func (a *alarmState) set(memory, disk bool) bool {
 	was := a.memory || a.disk
 	a.memory, a.disk = memory, disk
 	now := memory || disk
+	a.raised.Store(now)
 	switch {
 	case now && !was:
 		a.clear = make(chan struct{})
@@ -112,7 +120,10 @@ func (s *Server) checkAlarms() {
 	}
 }
 
-// waitUnblocked blocks a publishing connection while an alarm is raised.
+// waitUnblocked blocks a publishing connection while an alarm is raised:
+// the reader calls it before a basic.publish and before every content
+// frame, so that while it waits the socket is not read and no content
+// grows.
 // It returns errClosed if the connection is being closed meanwhile.
 func (c *conn) waitUnblocked() error {
 	reason, clear := c.srv.alarms.blocked()

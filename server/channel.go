@@ -371,9 +371,8 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		if p.bodySize == 0 {
 			return ch.publishAssembled()
 		}
-		if !ch.closing {
-			p.body = make([]byte, 0, p.bodySize)
-		}
+		// No room is taken for the body yet: the size is the peer's
+		// claim, and the body grows with the frames that do arrive.
 		return nil
 	}
 	if p == nil {
@@ -390,10 +389,29 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		return nil
 	}
 	if !ch.closing {
-		p.body = append(p.body, f.Payload...)
+		p.body = appendBody(p.body, f.Payload, p.bodySize)
 	}
 	if p.received == p.bodySize {
 		return ch.publishAssembled()
 	}
 	return nil
+}
+
+// appendBody appends a body frame's payload to the body being assembled,
+// whose announced size is size. The first frame of a body that it completes
+// costs one allocation of exactly its size, as a small message's body does;
+// a body of many frames grows by doubling, never beyond size, so that it
+// holds no more than twice what has arrived and ends at exactly its size.
+func appendBody(body, payload []byte, size uint64) []byte {
+	need := uint64(len(body) + len(payload))
+	if need > uint64(cap(body)) {
+		c := max(need, 2*uint64(cap(body)))
+		if c > size {
+			c = size // need <= size: the caller checked what was received
+		}
+		nb := make([]byte, len(body), c)
+		copy(nb, body)
+		body = nb
+	}
+	return append(body, payload...)
 }

@@ -66,8 +66,9 @@ type Config struct {
 	DiskFreeLimit uint64
 	// AlarmInterval is how often memory and disk are checked (default 1 s).
 	AlarmInterval time.Duration
-	// QueueWindow is how many ready messages a durable queue keeps in
-	// memory; the rest wait in the store (default 2048).
+	// QueueWindow is how many ready messages a queue keeps in memory; the
+	// rest wait in the store (a durable queue's persistent messages) or in
+	// the queue's spill files (everything else) (default 2048).
 	QueueWindow int
 	// OnStart, if set, is called with the server once New has built it
 	// (tests use it to reach the server behind servertest).

@@ -254,21 +254,34 @@ func (c *conn) readLoop() error {
 		c.fr.SetReader(lr)
 	}
 	defer c.fs.flush()
-	// The read deadline moves at most every timeout/8, not at every read
-	// (each move is a timer update): a silent peer is noticed after 7/8
-	// of the timeout at the earliest.
+	// Every frame received is proof of life, whether or not more input is
+	// buffered behind it: a client that keeps the read buffer full
+	// (pipelined publishes or nowait binds) is as alive as an idle one
+	// sending heartbeats. The read deadline moves at most every
+	// timeout/8, not at every frame (each move is a timer update): a
+	// silent peer is noticed after 7/8 of the timeout at the earliest.
+	//
+	// Bytes count too, as RabbitMQ's heartbeat monitor counts them: when
+	// the deadline passes in the middle of a frame that is still arriving
+	// (a large body frame over a slow link), it is moved on.
 	var deadline time.Time
+	var readAt uint64 // BytesRead when deadline was set
 	for {
 		if c.fs.pending() && !c.fr.HasFrame() {
 			c.fs.flush() // the next read may wait
 		}
-		if timeout > 0 && c.fr.Buffered() == 0 && !c.closing {
+		if timeout > 0 && !c.closing {
 			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
 				deadline = now.Add(timeout)
+				readAt = c.fr.BytesRead()
 				c.nc.SetReadDeadline(deadline)
 			}
 		}
 		f, err := c.fr.ReadFrame()
+		if err != nil && timeout > 0 && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) && c.fr.BytesRead() != readAt {
+			deadline = time.Time{} // moved at the top of the loop
+			continue
+		}
 		if err != nil {
 			var ae *amqp.Error
 			if errors.As(err, &ae) && !c.closing {
@@ -387,10 +400,16 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 			}
 			return err
 		}
+		_, publish := m.(*amqp.BasicPublish)
+		if !publish && !amqp.ShortstrsValid(m) {
+			// RabbitMQ checks every short string a client sends but
+			// basic.publish's: names that are not UTF-8 never exist.
+			return amqp.Errorf(amqp.FrameError, 0, 0, "Malformed UTF-8 in shortstr")
+		}
 		if f.Channel == 0 {
 			return c.handleConnectionMethod(m)
 		}
-		if _, ok := m.(*amqp.BasicPublish); ok {
+		if publish {
 			if err := c.waitUnblocked(); err != nil {
 				return err
 			}
@@ -400,6 +419,12 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		ch := c.channels[f.Channel]
 		if f.Channel == 0 || ch == nil {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
+		}
+		// Content in flight waits for an alarm as a new publish does: a
+		// body being streamed when the alarm rises must not keep growing.
+		// The frame waits in the read buffer; nothing more is read.
+		if err := c.waitUnblocked(); err != nil {
+			return err
 		}
 		return ch.handleContent(f)
 	}
@@ -677,8 +702,9 @@ func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
 	// RabbitMQ accepts a frame whose payload is frame_max bytes.
 	c.fr.SetMaxFrameSize(fm + amqp.FrameOverhead)
 	c.channelMax = cm
-	c.heartbeat.Store(int64(time.Duration(t.Heartbeat) * time.Second))
-	c.out.setHeartbeat(time.Duration(t.Heartbeat) * time.Second)
+	hb := time.Duration(t.Heartbeat) * c.srv.heartbeatUnit
+	c.heartbeat.Store(int64(hb))
+	c.out.setHeartbeat(hb)
 	return nil
 }
 

@@ -252,14 +252,12 @@ func (v *vhost) backlogFor(id uint64, l queue.Limits) queue.Backlog {
 	logErr := func(err error) {
 		v.log.Error().Err(err).Msg("paging a queue's messages to or from the store failed")
 	}
-	if id == 0 {
-		// A non-durable queue spills past its window to files of its own,
-		// which a restart drops.
-		b := newPagedBacklog(v.store, 0, v.srv.cfg.QueueWindow, logErr)
-		b.spill = newSpillLog(filepath.Join(v.srv.spillDir(), strconv.FormatUint(v.srv.spillID.Add(1), 10)))
-		return b
-	}
-	return newPagedBacklog(v.store, id, v.srv.cfg.QueueWindow, logErr)
+	// What is not in the store spills past the window to files of the
+	// queue's own, which a restart drops: every message of a non-durable
+	// queue, the transient messages of a durable one.
+	b := newPagedBacklog(v.store, id, v.srv.cfg.QueueWindow, logErr)
+	b.spill = newSpillLog(filepath.Join(v.srv.spillDir(), strconv.FormatUint(v.srv.spillID.Add(1), 10)))
+	return b
 }
 
 // markDelivered records that a stored entry went to a consumer, so a

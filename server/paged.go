@@ -8,38 +8,82 @@ import (
 	"github.com/warrenmq/warren/queue"
 )
 
-// pagedBacklog is the backlog of a durable queue: it keeps a bounded window
-// of ready messages in memory and leaves the rest in the store, loading the
-// next slice as consumers catch up. Memory stays flat however long the
-// queue grows.
+// pagedBacklog is the backlog of a queue: it keeps a bounded window of
+// ready messages in memory and leaves the rest on disk, loading the next
+// slice as consumers catch up. Memory stays flat however long the queue
+// grows.
 //
-// Ready entries live in two places. mem holds the loaded window, requeued
-// entries and anything that is not in the store (transient messages);
-// the disk segment is every stored entry with Seq >= diskFrom that is not in
-// mem. Invariant: every stored entry in mem has a Seq below every entry of
-// the disk segment, so a scan of the store from diskFrom finds exactly the
-// disk segment, and a stored entry joins the disk segment only when its Seq
-// is above every stored entry pushed to mem (storedMax). Transient entries
-// stay in mem whatever their Seq.
+// Ready entries live in up to three places. mem holds the loaded window
+// and requeued entries. The store segment (durable queues) is every entry
+// stored for the queue with Seq >= stored.from that is not in mem. The
+// spill segment is the entries in the queue's spill log (spill.go): plain
+// files, not the store, which a restart drops. A non-durable queue spills
+// every message past its window; a durable queue spills its transient
+// messages, which are not in the store and do not survive a restart
+// either.
 //
-// A non-durable queue pages too (transient backlog): past the window its
-// messages go to a spill log of plain files (spill.go), not to the store,
-// and are read back in order; a restart drops them.
+// Invariant, for each segment: every entry of its kind in mem (stored, or
+// spillable) has a Seq below every entry of the segment, so a scan of the
+// store from stored.from finds exactly the store segment; an entry joins a
+// segment only when its Seq is above every entry of that kind pushed to mem
+// (the segment's memMax). Before mem's head is handed out, each segment
+// whose head may come first is loaded, so entries leave in Seq order.
 //
 // Like every backlog it is guarded by its queue's lock. It reads the store
 // under that lock: one Sync and one scan per loaded slice.
 type pagedBacklog struct {
 	store  persist.Store
-	qid    uint64
+	qid    uint64 // the queue's store id; 0 for a non-durable queue
 	window int
 	log    func(err error)
-	spill  *spillLog // a non-durable queue's overflow; nil for durable queues
+	spill  *spillLog // the overflow of entries not in the store; nil: none
 
-	mem       queue.Backlog
-	storedMax uint64
-	diskN     int
-	diskBytes int64
-	diskFrom  uint64
+	mem     queue.Backlog
+	stored  segment // entries left in the store
+	spilled segment // entries in the spill log
+}
+
+// segment counts the entries of one kind that are on disk.
+type segment struct {
+	n      int
+	bytes  int64
+	from   uint64 // no entry of the segment has a lower Seq
+	memMax uint64 // the highest Seq of an entry of this kind pushed to mem
+}
+
+func (s *segment) add(e queue.Entry) {
+	if s.n == 0 || e.Seq < s.from {
+		s.from = e.Seq
+	}
+	s.n++
+	s.bytes += e.Msg.Size()
+}
+
+// loaded accounts for n entries moved from the segment to mem, the last
+// with Seq last.
+func (s *segment) loaded(n int, last uint64) {
+	if n == 0 {
+		// The disk has fewer entries than counted (settled by another
+		// path): forget the segment rather than spin.
+		s.n, s.bytes = 0, 0
+		return
+	}
+	s.n -= n
+	s.from = last + 1
+	s.memMax = max(s.memMax, last)
+	if s.n <= 0 || s.bytes < 0 {
+		s.n = max(s.n, 0)
+		s.bytes = max(s.bytes, 0)
+	}
+}
+
+// due reports whether the segment's head may come before mem's.
+func (s *segment) due(mem queue.Backlog) bool {
+	if s.n == 0 {
+		return false
+	}
+	e, ok := mem.Peek()
+	return !ok || e.Seq >= s.from
 }
 
 func newPagedBacklog(store persist.Store, qid uint64, window int, log func(error)) *pagedBacklog {
@@ -47,61 +91,68 @@ func newPagedBacklog(store persist.Store, qid uint64, window int, log func(error
 }
 
 // recovered makes the queue's stored entries (count of them, all on disk)
-// its disk segment, for start-up.
+// its store segment, for start-up.
 func (b *pagedBacklog) recovered(count int) {
-	b.diskN, b.diskFrom = count, 1
+	b.stored.n, b.stored.from = count, 1
 }
 
 func (b *pagedBacklog) Push(e queue.Entry) {
-	if b.spill != nil && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
+	full := b.stored.n > 0 || b.spilled.n > 0 || b.mem.Len() >= b.window
+	// A message stored for a durable queue has a store id; the same
+	// message may reach a non-durable queue, where it is not stored.
+	if b.qid != 0 && e.Msg.StoreID != 0 {
+		if full && e.Seq > b.stored.memMax {
+			b.stored.add(e)
+			return
+		}
+		b.mem.Push(e)
+		b.stored.memMax = max(b.stored.memMax, e.Seq)
+		return
+	}
+	if b.spill != nil && full && e.Seq > b.spilled.memMax {
 		if err := b.spill.append(e); err != nil {
 			// Out of disk, say: keep the message in memory instead.
 			b.log(fmt.Errorf("spilling a transient message: %w", err))
 		} else {
-			if b.diskN == 0 || e.Seq < b.diskFrom {
-				b.diskFrom = e.Seq
-			}
-			b.diskN++
-			b.diskBytes += e.Msg.Size()
+			b.spilled.add(e)
 			return
 		}
 	}
-	if b.spill == nil && e.Msg.StoreID != 0 && e.Seq > b.storedMax && (b.diskN > 0 || b.mem.Len() >= b.window) {
-		if b.diskN == 0 || e.Seq < b.diskFrom {
-			b.diskFrom = e.Seq
-		}
-		b.diskN++
-		b.diskBytes += e.Msg.Size()
-		return
-	}
 	b.mem.Push(e)
-	if b.spill != nil || e.Msg.StoreID != 0 {
-		b.storedMax = max(b.storedMax, e.Seq)
-	}
+	b.spilled.memMax = max(b.spilled.memMax, e.Seq)
 }
 
 func (b *pagedBacklog) Requeue(e queue.Entry) { b.mem.Requeue(e) }
 
-// fill loads the next slice of the disk segment when the disk segment's
-// head comes before everything in mem.
+// fill loads the next slice of each segment whose head may come before
+// everything in mem. A failed load ends it: the entries in mem go first.
 func (b *pagedBacklog) fill() {
-	if b.diskN == 0 {
-		return
+	for {
+		switch {
+		case b.stored.due(b.mem):
+			if !b.fillFromStore() {
+				return
+			}
+		case b.spilled.due(b.mem):
+			if !b.fillFromSpill() {
+				return
+			}
+		default:
+			return
+		}
 	}
-	if e, ok := b.mem.Peek(); ok && e.Seq < b.diskFrom {
-		return
-	}
-	if b.spill != nil {
-		b.fillFromSpill()
-		return
-	}
+}
+
+// fillFromStore loads the next slice of the store segment. It reports
+// whether the segment changed.
+func (b *pagedBacklog) fillFromStore() bool {
 	if err := b.store.Sync(); err != nil {
 		b.log(err)
-		return
+		return false
 	}
 	loaded := 0
-	last := b.diskFrom
-	err := b.store.ScanQueue(b.qid, b.diskFrom, max(b.window/2, 1), true, func(r persist.RecoveredEntry) error {
+	last := b.stored.from
+	err := b.store.ScanQueue(b.qid, b.stored.from, max(b.window/2, 1), true, func(r persist.RecoveredEntry) error {
 		m := &queue.Message{
 			Exchange: r.Msg.Exchange, RoutingKey: r.Msg.RoutingKey, Props: r.Msg.Props, Body: r.Msg.Body,
 			Persistent: true, StoreID: r.MsgID, Priority: priority(r.Msg.Props),
@@ -110,7 +161,7 @@ func (b *pagedBacklog) fill() {
 			m.TTL, m.HasTTL = parseExpiration(exp)
 		}
 		b.mem.Push(queue.Entry{Seq: r.Seq, Msg: m, Redelivered: r.Redelivered, Expires: r.Expires})
-		b.diskBytes -= m.Size()
+		b.stored.bytes -= m.Size()
 		loaded++
 		last = r.Seq
 		return nil
@@ -118,42 +169,27 @@ func (b *pagedBacklog) fill() {
 	if err != nil {
 		b.log(err)
 	}
-	b.loaded(loaded, last)
+	b.stored.loaded(loaded, last)
+	return true
 }
 
-// fillFromSpill loads the next slice of a transient queue's spill log.
-func (b *pagedBacklog) fillFromSpill() {
-	loaded, last := 0, b.diskFrom
-	for loaded < max(b.window/2, 1) && loaded < b.diskN {
+// fillFromSpill loads the next slice of the spill log. It reports whether
+// the segment changed.
+func (b *pagedBacklog) fillFromSpill() bool {
+	loaded, last := 0, b.spilled.from
+	for loaded < max(b.window/2, 1) && loaded < b.spilled.n {
 		e, err := b.spill.next()
 		if err != nil {
-			b.log(fmt.Errorf("reading a transient queue's spilled messages back: %w", err))
+			b.log(fmt.Errorf("reading a queue's spilled messages back: %w", err))
 			break
 		}
 		b.mem.Push(e)
-		b.diskBytes -= e.Msg.Size()
+		b.spilled.bytes -= e.Msg.Size()
 		loaded++
 		last = e.Seq
 	}
-	b.loaded(loaded, last)
-}
-
-// loaded accounts for n entries moved from the disk segment to mem, the
-// last with Seq last.
-func (b *pagedBacklog) loaded(loaded int, last uint64) {
-	if loaded == 0 {
-		// The store has fewer entries than counted (settled by another
-		// path): forget the segment rather than spin.
-		b.diskN, b.diskBytes = 0, 0
-		return
-	}
-	b.diskN -= loaded
-	b.diskFrom = last + 1
-	b.storedMax = max(b.storedMax, last)
-	if b.diskN <= 0 || b.diskBytes < 0 {
-		b.diskN = max(b.diskN, 0)
-		b.diskBytes = max(b.diskBytes, 0)
-	}
+	b.spilled.loaded(loaded, last)
+	return true
 }
 
 func (b *pagedBacklog) Peek() (queue.Entry, bool) {
@@ -166,22 +202,23 @@ func (b *pagedBacklog) Pop() (queue.Entry, bool) {
 	return b.mem.Pop()
 }
 
-// Remove takes out a ready entry; one in the disk segment, which a message
-// the store failed to write is only by count, is taken off the count.
+// Remove takes out a ready entry; one in the store segment, which a
+// message the store failed to write is only by count, is taken off the
+// count.
 func (b *pagedBacklog) Remove(e queue.Entry) bool {
 	if b.mem.Remove(e) {
 		return true
 	}
-	if b.spill == nil && b.diskN > 0 && e.Seq >= b.diskFrom && e.Msg.StoreID != 0 {
-		b.diskN--
-		b.diskBytes = max(b.diskBytes-e.Msg.Size(), 0)
+	if b.qid != 0 && e.Msg.StoreID != 0 && b.stored.n > 0 && e.Seq >= b.stored.from {
+		b.stored.n--
+		b.stored.bytes = max(b.stored.bytes-e.Msg.Size(), 0)
 		return true
 	}
 	return false
 }
 
-func (b *pagedBacklog) Len() int     { return b.mem.Len() + b.diskN }
-func (b *pagedBacklog) Bytes() int64 { return b.mem.Bytes() + b.diskBytes }
+func (b *pagedBacklog) Len() int     { return b.mem.Len() + b.stored.n + b.spilled.n }
+func (b *pagedBacklog) Bytes() int64 { return b.mem.Bytes() + b.stored.bytes + b.spilled.bytes }
 
 // Purge forgets every ready entry. The store's entries are the caller's
 // business (queue deletion drops them all; a purge pops entries instead).
@@ -193,6 +230,6 @@ func (b *pagedBacklog) Purge() int {
 		}
 	}
 	b.mem.Purge()
-	b.diskN, b.diskBytes, b.storedMax = 0, 0, 0
+	b.stored, b.spilled = segment{}, segment{}
 	return n
 }

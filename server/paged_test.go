@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,7 +48,7 @@ func TestPagedBacklogOrder(t *testing.T) {
 	if n := b.Len(); n != 12 {
 		t.Fatalf("len %d, want 12", n)
 	}
-	if b.diskN == 0 {
+	if b.stored.n == 0 {
 		t.Fatal("nothing was paged out with a window of 2")
 	}
 	var got []string
@@ -84,8 +85,8 @@ func TestPagedBacklogTransient(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		q.Enqueue(&queue.Message{Exchange: "x", RoutingKey: fmt.Sprint("k", i), Props: props, Body: []byte(fmt.Sprint(i)), Persistent: true})
 	}
-	if b.diskN != 8 {
-		t.Fatalf("%d entries spilled, want 8", b.diskN)
+	if b.spilled.n != 8 {
+		t.Fatalf("%d entries spilled, want 8", b.spilled.n)
 	}
 	segs, _ := filepath.Glob(filepath.Join(dir, "*.spill"))
 	if len(segs) < 2 {
@@ -124,5 +125,106 @@ func TestPagedBacklogTransient(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the spill log survived a purge: %v", err)
+	}
+}
+
+// TestPagedBacklogDurableTransient: a durable queue's transient messages
+// (not in the store) spill past the window like a non-durable queue's, so
+// memory stays bounded; mixed with stored messages, everything comes out
+// once and in Seq order.
+func TestPagedBacklogDurableTransient(t *testing.T) {
+	st := persist.NewMemory()
+	defer st.Close()
+	rec := &persist.QueueRecord{VHost: "/", Name: "dq", Durable: true}
+	if err := st.SaveQueue(rec); err != nil {
+		t.Fatal(err)
+	}
+	const window = 4
+	b := newPagedBacklog(st, rec.ID, window, func(err error) { t.Error(err) })
+	b.spill = newSpillLog(filepath.Join(t.TempDir(), "dq"))
+	b.spill.segMax = 256
+	q := queue.New(queue.Decl{Name: "dq", Durable: true, ID: rec.ID}, queue.Options{Backlog: b})
+	var msgID uint64
+	push := func(i int) {
+		seq := q.ReserveSeq()
+		m := &queue.Message{Body: []byte(fmt.Sprint(i))}
+		if i%3 == 0 { // every third message persistent, the rest transient
+			msgID++
+			m.StoreID, m.Persistent = msgID, true
+			st.Publish(msgID, persist.MessageRecord{Body: m.Body}, []persist.QueueSeq{{QueueID: rec.ID, Seq: seq, MsgID: msgID}}, nil)
+		}
+		q.EnqueueAt(m, seq)
+	}
+	const n = 200
+	for i := 1; i <= n; i++ {
+		push(i)
+		if l := b.mem.Len(); l > window {
+			t.Fatalf("%d entries in memory after %d pushes, window %d", l, i, window)
+		}
+	}
+	if b.spilled.n == 0 || b.stored.n == 0 {
+		t.Fatalf("spilled %d, left in the store %d: want both", b.spilled.n, b.stored.n)
+	}
+	var got []int
+	for i := 1; ; i++ {
+		e, _, ok := q.Get()
+		if !ok {
+			break
+		}
+		var v int
+		fmt.Sscan(string(e.Msg.Body), &v)
+		got = append(got, v)
+		if l := b.mem.Len(); l > 2*window {
+			t.Fatalf("%d entries in memory while draining, window %d", l, window)
+		}
+		if i == n/2 {
+			push(n + 1) // enqueue while both segments are being read
+		}
+	}
+	if len(got) != n+1 {
+		t.Fatalf("got %d messages, want %d", len(got), n+1)
+	}
+	for i, v := range got {
+		if v != i+1 {
+			t.Fatalf("message %d is %d: order %v", i+1, v, got)
+		}
+	}
+}
+
+// TestDurableQueueSpillsTransient: through the broker, a durable queue fed
+// only transient messages keeps no more than its window of them in memory.
+func TestDurableQueueSpillsTransient(t *testing.T) {
+	const window = 8
+	s := newTestServer(t, Config{QueueWindow: window, DataDir: t.TempDir()})
+	v := s.vhost("/")
+	pub, _ := net.Pipe()
+	c := newConn(s, pub)
+	c.vhost, c.user, c.frameMax = v, "guest", 131072
+	ch := newChannel(c, 1)
+	c.channels[1] = ch
+	if err := ch.queueDeclare(&amqp.QueueDeclare{Queue: "dq", Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	method := &amqp.BasicPublish{RoutingKey: "dq"}
+	for i := range 100 {
+		body := []byte(fmt.Sprint(i))
+		ch.route(&publishing{method: method, body: body, bodySize: uint64(len(body)), gotHdr: true}, nil)
+	}
+	v.mu.RLock()
+	q := v.queues["dq"]
+	v.mu.RUnlock()
+	if n := q.Stats().Ready; n != 100 {
+		t.Fatalf("%d ready, want 100", n)
+	}
+	// The spill log: what is past the window went to files.
+	segs, _ := filepath.Glob(filepath.Join(s.spillDir(), "*", "*.spill"))
+	if len(segs) == 0 {
+		t.Fatal("a durable queue kept 100 transient messages in memory with a window of 8: nothing spilled")
+	}
+	for i := range 100 {
+		e, _, ok := q.Get()
+		if !ok || string(e.Msg.Body) != fmt.Sprint(i) {
+			t.Fatalf("message %d: %v %q", i, ok, e.Msg.Body)
+		}
 	}
 }

@@ -38,7 +38,7 @@ type Server struct {
 
 	store   persist.Store
 	msgID   atomic.Uint64 // last message id handed to the store
-	spillID atomic.Uint64 // last store id given to a non-durable queue's spill
+	spillID atomic.Uint64 // last id given to a queue's spill directory
 
 	maxMessageSize atomic.Uint64
 
@@ -47,6 +47,9 @@ type Server struct {
 	churn   churn
 	// outMaxBuffered bounds a connection's unsent bytes (see limits.go).
 	outMaxBuffered int
+	// heartbeatUnit is what one unit of the negotiated heartbeat lasts:
+	// a second, as the protocol has it; tests shorten it.
+	heartbeatUnit time.Duration
 
 	alarms *alarmState
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
@@ -78,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 
 		outMaxBuffered: outMaxBuffered,
 		alarmPoke:      make(chan struct{}, 1),
+		heartbeatUnit:  time.Second,
 	}
 	if cfg.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{

@@ -719,12 +719,23 @@ func genMethod(p func(string, ...any), m *method) {
 	}
 	p("\treturn dst, nil\n}\n\n")
 
+	// Shortstr check.
+	var strs []string
+	for _, f := range m.fields {
+		if f.typ == "shortstr" {
+			strs = append(strs, "validShortstr(m."+f.goName+")")
+		}
+	}
+	if len(strs) > 0 {
+		p("func (m *%s) shortstrsValid() bool {\n\treturn %s\n}\n\n", gn, strings.Join(strs, " && "))
+	}
+
 	// Decoder.
 	if len(m.fields) == 0 {
 		p("func (*%s) decodeArgs(b []byte) error { return noArgs(b) }\n\n", gn)
 		return
 	}
-	p("func (m *%s) decodeArgs(b []byte) error {\n\td := decoder{b: b}\n", gn)
+	p("func (m *%s) decodeArgs(b []byte) error {\n\td := newDecoder(b)\n", gn)
 	for i := 0; i < len(fs); {
 		f := fs[i]
 		if f.typ == "bit" {
@@ -743,7 +754,11 @@ func genMethod(p func(string, ...any), m *method) {
 			"octet": "u8", "short": "u16", "long": "u32", "longlong": "u64", "timestamp": "timestamp",
 			"shortstr": "shortstr", "longstr": "longstr", "table": "table",
 		}[f.typ]
-		p("\tm.%s = d.%s()\n", f.goName, fn)
+		if f.typ == "shortstr" || f.typ == "longstr" {
+			p("\td.%s(&m.%s)\n", fn, f.goName)
+		} else {
+			p("\tm.%s = d.%s()\n", f.goName, fn)
+		}
 		i++
 	}
 	p("\treturn d.finish()\n}\n\n")
