@@ -39,13 +39,15 @@ func serveUI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "Method Not Allowed")
 		return
 	}
-	name := strings.TrimPrefix(path.Clean(r.URL.Path), "/ui")
-	name = strings.TrimPrefix(name, "/")
-	if name == "" {
+	var name string
+	switch p := path.Clean("/" + r.URL.Path); {
+	case p == "/" || p == "/index.html":
 		name = "index.html"
+	case strings.HasPrefix(p, "/ui/"):
+		name = p[len("/ui/"):]
 	}
 	b, err := fs.ReadFile(uiRoot, name)
-	if err != nil {
+	if name == "" || err != nil {
 		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 		return
 	}

@@ -18,9 +18,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
@@ -296,4 +298,44 @@ func chromedpLogin(user, pass string) []chromedp.Action[chromedp.Void] {
 		chromedp.SendKeys(chromedp.CSS(`#login input[name=password]`), pass),
 		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
 	}
+}
+
+// cancelAuthPrompts answers every HTTP authentication challenge of the
+// API as a person pressing Cancel on the browser's login box would, and
+// returns a counter of the challenges. (A headless browser would
+// otherwise leave the request waiting for an answer.)
+func (e *env) cancelAuthPrompts() *atomic.Int32 {
+	e.t.Helper()
+	var n atomic.Int32
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.t.Cleanup(cancel)
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	auth := chromedp.Events(ctx, fetch.AuthRequired)
+	go func() {
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
+	go func() {
+		for ev, err := range auth {
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			chromedp.Call(ctx, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{
+				RequestID:             ev.RequestID,
+				AuthChallengeResponse: &fetch.AuthChallengeResponse{Response: fetch.AuthChallengeResponseResponseCancelAuth},
+			})
+		}
+	}()
+	yes := true
+	if _, err := chromedp.Call(e.ctx, fetch.Enable, fetch.EnableParams{
+		Patterns: []*fetch.RequestPattern{{URLPattern: e.base + "/api/*"}}, HandleAuthRequests: &yes,
+	}); err != nil {
+		e.t.Fatalf("Fetch.enable: %v", err)
+	}
+	return &n
 }
