@@ -96,7 +96,7 @@ func start(t testing.TB, o envOpts) *env {
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
-	if err := chromedp.Do(bctx); err != nil {
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(o.width, o.height)); err != nil {
 		bcancel()
 		acancel()
 		t.Fatalf("start chromium: %v", err)
@@ -229,6 +229,7 @@ func (e *env) login(user, pass string) {
 		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
 	)
 	e.waitJS("overview after login", `document.querySelector('main').dataset.ready === 'overview' && !document.getElementById('header').hidden`)
+	e.checkRendered("overview as " + user)
 }
 
 // open goes to a hash route and waits for its page to render.
@@ -236,6 +237,16 @@ func (e *env) open(hash, page string) {
 	e.t.Helper()
 	eval[bool](e, "open "+hash, fmt.Sprintf(`document.querySelector('main').dataset.ready = ''; location.hash = %s; true`, jsString(hash)))
 	e.waitJS("page "+page, fmt.Sprintf(`document.querySelector('main').dataset.ready === %s`, jsString(page)))
+	e.checkRendered(hash)
+}
+
+// checkRendered fails the test if the page shows a value it failed to
+// render, which shows as one of these words.
+func (e *env) checkRendered(what string) {
+	e.t.Helper()
+	if bad := eval[string](e, "rendering of "+what, `(document.querySelector('main').innerText.match(/undefined|NaN|\[object Object\]|^null$/m) || [''])[0]`); bad != "" {
+		e.t.Errorf("page %s shows %q", what, bad)
+	}
 }
 
 // fill types value into the control, replacing what it held.

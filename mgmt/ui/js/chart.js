@@ -21,6 +21,25 @@ export function record(key, values, t = Date.now()) {
 export function history(key) { return histories.get(key) || []; }
 
 const H = 150;
+
+const RANGES = [[60000, 'last minute'], [5 * 60000, 'last five minutes'], [10 * 60000, 'last ten minutes']];
+
+// range is the charts' time window, chosen with rangeSelect.
+export function range() {
+  return Number(sessionStorage.getItem('warren.range')) || 60000;
+}
+
+// rangeSelect chooses the charts' window; onChange redraws.
+export function rangeSelect(onChange) {
+  const sel = h('select', { 'aria-label': 'Chart range' }, RANGES.map(([ms, t]) => h('option', { value: ms, selected: ms === range() }, t)));
+  sel.addEventListener('change', () => { sessionStorage.setItem('warren.range', sel.value); onChange(); });
+  return h('label', { class: 'range' }, 'Charts show the', sel, '(sampled by this page since it opened).');
+}
+
+export function rangeTitle() {
+  const r = RANGES.find(([ms]) => ms === range());
+  return r ? r[1] : '';
+}
 const PAD = { l: 48, r: 8, t: 10, b: 20 };
 
 // chart draws series [{name, label, color}] of the samples in hist, over
@@ -33,7 +52,7 @@ export function chart(opts) {
 
 // plot is the SVG drawn at width user units; fit redraws it at the width
 // its box has on the page, so that text is not stretched.
-function plot({ title, series, hist, fmt = fmtNum, axis, windowMs = 5 * 60 * 1000 }, W) {
+function plot({ title, series, hist, fmt = fmtNum, axis, windowMs = range() }, W) {
   axis = axis || fmt;
   const now = hist.length ? hist[hist.length - 1].t : Date.now();
   const t0 = now - windowMs;
@@ -49,14 +68,15 @@ function plot({ title, series, hist, fmt = fmtNum, axis, windowMs = 5 * 60 * 100
     svg.append(h('svg:line', { x1: PAD.l, x2: W - PAD.r, y1: y(v), y2: y(v), class: 'grid' }));
     svg.append(h('svg:text', { x: PAD.l - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' }, axis(v)));
   }
-  const mins = Math.round(windowMs / 60000);
-  for (let m = 0; m <= mins; m++) {
-    const t = now - m * 60000;
-    svg.append(h('svg:text', { x: x(t), y: H - 4, class: 'axis', 'text-anchor': m === 0 ? 'end' : 'middle' }, m === 0 ? 'now' : `-${m}m`));
+  const step = windowMs <= 60000 ? 15000 : windowMs <= 5 * 60000 ? 60000 : 120000;
+  for (let d = 0; d <= windowMs; d += step) {
+    const label = d === 0 ? 'now' : d < 60000 ? `-${d / 1000}s` : `-${d / 60000}m`;
+    svg.append(h('svg:text', { x: x(now - d), y: H - 4, class: 'axis', 'text-anchor': d === 0 ? 'end' : d === windowMs ? 'start' : 'middle' }, label));
   }
   for (const se of series) {
     if (pts.length === 0) continue;
-    const d = pts.map((s, i) => `${i ? 'L' : 'M'}${x(s.t).toFixed(1)},${y(s.v[se.name] || 0).toFixed(1)}`).join('');
+    // A gap in the samples (the page was elsewhere) is left open.
+    const d = pts.map((s, i) => `${i && s.t - pts[i - 1].t < 15000 ? 'L' : 'M'}${x(s.t).toFixed(1)},${y(s.v[se.name] || 0).toFixed(1)}`).join('');
     if (pts.length === 1) {
       svg.append(h('svg:circle', { cx: x(pts[0].t), cy: y(pts[0].v[se.name] || 0), r: 2.5, class: `s-${se.color}` }));
     } else {

@@ -27,6 +27,13 @@ function append(el, children) {
   }
 }
 
+// appendTo appends children to el, skipping null, undefined and false (which
+// Element.append would insert as text).
+export function appendTo(el, ...children) {
+  append(el, children);
+  return el;
+}
+
 export function clear(el, ...children) {
   el.replaceChildren();
   append(el, children);

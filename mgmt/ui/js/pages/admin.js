@@ -1,7 +1,7 @@
 // Admin: users, virtual hosts, permissions, policies, limits and
 // definitions. Administrators see all of it; policymakers see Policies.
 
-import { h, clear, fmtNum, section, facts, link, args, pill, notify } from '../dom.js';
+import { h, appendTo, clear, fmtNum, section, facts, link, args, pill, notify } from '../dom.js';
 import { listView } from '../table.js';
 import { form, QUEUE_ARGS } from '../forms.js';
 import { deleteButton } from './common.js';
@@ -25,7 +25,7 @@ export async function route(ctx) {
     h('nav', { class: 'subnav', 'aria-label': 'Admin' }, h('ul', null, subs.map((s) =>
       h('li', null, h('a', { href: `#/admin/${s.id}`, class: s.id === sub ? 'active' : null, 'aria-current': s.id === sub ? 'page' : null }, s.title))))),
     h('div', { class: 'admin-body' }));
-  main.append(layout);
+  appendTo(main, layout);
   const body = layout.lastChild;
   if (!page) { body.append(h('h1', null, 'Not found')); return null; }
   const sctx = { ...ctx, main: body, params: params.slice(1) };
@@ -86,7 +86,7 @@ async function users(ctx) {
     },
   });
   add.controls.tags.after(tagButtons(add.controls.tags));
-  main.append(h('h1', null, 'Users'), section('All users', list.el), section('Add a user', add.el));
+  appendTo(main, h('h1', null, 'Users'), section('All users', list.el), section('Add a user', add.el));
   return { refresh: list.refresh };
 }
 
@@ -186,7 +186,7 @@ async function user(ctx) {
     },
   });
   upd.controls.tags.after(tagButtons(upd.controls.tags));
-  main.append(
+  appendTo(main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/admin/users' }, 'Users'), ' › '),
     h('h1', null, 'User ', h('span', { class: 'objname' }, name)),
     section('Overview', factsEl),
@@ -235,7 +235,7 @@ async function vhosts(ctx) {
       return `Virtual host ${v.name} added.`;
     },
   });
-  main.append(h('h1', null, 'Virtual Hosts'), section('All virtual hosts', list.el), section('Add a new virtual host', add.el));
+  appendTo(main, h('h1', null, 'Virtual Hosts'), section('All virtual hosts', list.el), section('Add a new virtual host', add.el));
   return { refresh: list.refresh };
 }
 
@@ -257,7 +257,7 @@ async function vhost(ctx) {
     clear(limitsEl, limitTable(ls, refreshLimits));
   };
   const { perm, topic } = permissionForms(state, { vhost: name, onDone: refreshPerms });
-  main.append(
+  appendTo(main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/admin/vhosts' }, 'Virtual Hosts'), ' › '),
     h('h1', null, 'Virtual Host ', h('span', { class: 'objname' }, name)),
     section('Overview', factsEl),
@@ -308,7 +308,7 @@ async function limits(ctx) {
   const { main, state } = ctx;
   const el = h('div');
   const refresh = async () => clear(el, limitTable(await api.get('/api/vhost-limits'), refresh));
-  main.append(h('h1', null, 'Limits'), section('Virtual host limits', el, h('h3', null, 'Set / update a virtual host limit'), limitForm(undefined, refresh, state).el));
+  appendTo(main, h('h1', null, 'Limits'), section('Virtual host limits', el, h('h3', null, 'Set / update a virtual host limit'), limitForm(undefined, refresh, state).el));
   return { refresh };
 }
 
@@ -342,7 +342,7 @@ async function policies(ctx) {
       return `Policy ${v.name} set.`;
     },
   });
-  main.append(h('h1', null, 'Policies'), section('User policies', list.el), section('Add / update a policy', add.el));
+  appendTo(main, h('h1', null, 'Policies'), section('User policies', list.el), section('Add / update a policy', add.el));
   return { refresh: list.refresh };
 }
 
@@ -379,7 +379,7 @@ async function definitions(ctx) {
       return 'Definitions imported.';
     },
   });
-  main.append(h('h1', null, 'Definitions'),
+  appendTo(main, h('h1', null, 'Definitions'),
     section('Export definitions', h('p', { class: 'hint' }, 'Users, virtual hosts, permissions, topic permissions, policies, queues, exchanges and bindings, as RabbitMQ exports them.'), exp.el, status),
     section('Import definitions', h('p', { class: 'hint' }, 'Objects in the file are created or updated; nothing is deleted.'), imp.el));
   return null;

@@ -1,7 +1,7 @@
 // Channels: the list, and a channel's page (from the connection's channel
 // list: the API has no single-channel endpoint).
 
-import { h, clear, fmtNum, section, facts, link, pill, args } from '../dom.js';
+import { h, appendTo, clear, fmtNum, section, facts, link, pill, args } from '../dom.js';
 import { listView } from '../table.js';
 import { mode, prefetch } from './connections.js';
 
@@ -19,7 +19,7 @@ export async function channels(ctx) {
   ].filter(Boolean);
   const url = () => (state.vhost ? api.path('vhosts', state.vhost, 'channels') : '/api/channels');
   const list = listView({ id: 'channels', title: 'channels', url, columns: cols, sort: 'name' });
-  main.append(h('h1', null, 'Channels'), section('All channels', list.el));
+  appendTo(main, h('h1', null, 'Channels'), section('All channels', list.el));
   return { refresh: list.refresh };
 }
 
@@ -30,7 +30,7 @@ export async function channel(ctx) {
   const conn = name.replace(/ \(\d+\)$/, '');
   const factsEl = h('div');
   const consEl = h('div');
-  main.append(
+  appendTo(main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/channels' }, 'Channels'), ' › '),
     h('h1', null, 'Channel ', h('span', { class: 'objname' }, name)),
     section('Overview', factsEl),

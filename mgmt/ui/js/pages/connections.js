@@ -1,7 +1,7 @@
 // Connections: the list, and a connection's page with its client
 // properties, channels and a close form.
 
-import { h, clear, fmtNum, section, facts, link, args, pill, fmtValue } from '../dom.js';
+import { h, appendTo, clear, fmtNum, section, facts, link, args, pill, fmtValue } from '../dom.js';
 import { listView } from '../table.js';
 import { form } from '../forms.js';
 
@@ -26,7 +26,7 @@ export async function connections(ctx) {
   ].filter(Boolean);
   const url = () => (state.vhost ? api.path('vhosts', state.vhost, 'connections') : '/api/connections');
   const list = listView({ id: 'connections', title: 'connections', url, columns: cols, sort: 'name' });
-  main.append(h('h1', null, 'Connections'), section('All connections', list.el));
+  appendTo(main, h('h1', null, 'Connections'), section('All connections', list.el));
   return { refresh: list.refresh };
 }
 
@@ -48,7 +48,7 @@ export async function connection(ctx) {
     },
   });
   close.el.querySelector('button[type=submit]').classList.add('danger');
-  main.append(
+  appendTo(main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/connections' }, 'Connections'), ' › '),
     h('h1', null, 'Connection ', h('span', { class: 'objname' }, name)),
     section('Overview', factsEl),

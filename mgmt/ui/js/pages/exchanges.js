@@ -1,7 +1,7 @@
 // Exchanges: the list with an add form, and an exchange's page with its
 // bindings, a publish form and delete.
 
-import { h, clear, section, facts, link, args, pill } from '../dom.js';
+import { h, appendTo, clear, section, facts, link, args, pill } from '../dom.js';
 import { listView } from '../table.js';
 import { form, EXCHANGE_ARGS, parseHeaders } from '../forms.js';
 import { listURL, vhostField, features, bindingTable, bindForm, deleteButton, exchangeName } from './common.js';
@@ -39,7 +39,7 @@ export async function exchanges(ctx) {
       return `Exchange ${v.name} added.`;
     },
   });
-  main.append(h('h1', null, 'Exchanges'), section('All exchanges', list.el), section('Add a new exchange', add.el));
+  appendTo(main, h('h1', null, 'Exchanges'), section('All exchanges', list.el), section('Add a new exchange', add.el));
   return { refresh: list.refresh };
 }
 
@@ -79,7 +79,7 @@ export async function exchange(ctx) {
     },
   });
 
-  main.append(
+  appendTo(main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/exchanges' }, 'Exchanges'), ' › ', vhost, ' › '),
     h('h1', null, 'Exchange ', h('span', { class: 'objname' }, exchangeName(name))),
     section('Overview', factsEl),

@@ -1,8 +1,8 @@
 // Overview: totals, charts of queued messages and message rates, the node
 // and its listeners.
 
-import { h, clear, fmtNum, fmtRate, fmtBytes, fmtDuration, rateOf, section, facts, pill } from '../dom.js';
-import { record, renderInto } from '../chart.js';
+import { h, appendTo, clear, fmtNum, fmtRate, fmtBytes, fmtDuration, rateOf, section, facts, pill } from '../dom.js';
+import { record, renderInto, rangeSelect, rangeTitle, history } from '../chart.js';
 
 export const rateAxis = (v) => `${+v.toFixed(2)}/s`;
 
@@ -45,13 +45,19 @@ export default async function overview(ctx) {
   const nodeEl = h('div');
   const listenersEl = h('div');
   const monitor = state.user.is('monitoring');
-  main.append(
+  appendTo(main,
     h('h1', null, 'Overview'),
     section('Totals', totalsEl),
+    rangeSelect(() => drawCharts()),
     h('div', { class: 'charts' }, section('Queued messages', queuedEl), section('Message rates', ratesEl)),
     monitor ? section('Nodes', nodeEl) : null,
     section('Ports and contexts', listenersEl),
   );
+
+  function drawCharts() {
+    renderInto(queuedEl, { title: `Queued messages (${rangeTitle()})`, series: QUEUED_SERIES, hist: history('overview.queued') });
+    renderInto(ratesEl, { title: `Message rates (${rangeTitle()})`, series: RATE_SERIES, hist: history('overview.rates'), fmt: fmtRate, axis: rateAxis });
+  }
 
   async function refresh() {
     const [o, nodes] = await Promise.all([api.get('/api/overview'), monitor ? api.get('/api/nodes') : null]);
@@ -71,10 +77,9 @@ export default async function overview(ctx) {
           total('Ready', qt.messages_ready, 'messages_ready'),
           total('Unacked', qt.messages_unacknowledged, 'messages_unacknowledged'),
           total('Total', qt.messages, 'messages'))));
-    const qh = record('overview.queued', { ready: qt.messages_ready || 0, unacked: qt.messages_unacknowledged || 0, total: qt.messages || 0 });
-    const rh = record('overview.rates', rateSample(o.message_stats));
-    renderInto(queuedEl, { title: 'Queued messages (last five minutes)', series: QUEUED_SERIES, hist: qh });
-    renderInto(ratesEl, { title: 'Message rates (last five minutes)', series: RATE_SERIES, hist: rh, fmt: fmtRate, axis: rateAxis });
+    record('overview.queued', { ready: qt.messages_ready || 0, unacked: qt.messages_unacknowledged || 0, total: qt.messages || 0 });
+    record('overview.rates', rateSample(o.message_stats));
+    drawCharts();
     if (nodes) clear(nodeEl, nodeTable(nodes, o.product_version));
     clear(listenersEl, h('div', { class: 'scroll' }, h('table', { class: 'list' },
       h('thead', null, h('tr', null, ['Protocol', 'Bound to', 'Port'].map((t) => h('th', { scope: 'col' }, t)))),

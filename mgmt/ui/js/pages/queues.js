@@ -1,9 +1,9 @@
 // Queues: the paged list with an add form, and a queue's page.
 
-import { h, clear, fmtNum, fmtRate, fmtBytes, rateOf, section, facts, link, args, pill, notify, fmtValue } from '../dom.js';
+import { h, appendTo, clear, fmtNum, fmtRate, fmtBytes, rateOf, section, facts, link, args, pill, notify, fmtValue } from '../dom.js';
 import { listView } from '../table.js';
 import { form, QUEUE_ARGS, parseHeaders } from '../forms.js';
-import { record, renderInto } from '../chart.js';
+import { record, renderInto, rangeSelect } from '../chart.js';
 import { listURL, vhostField, features, bindingTable, bindForm, deleteButton } from './common.js';
 import { QUEUED_SERIES, rateAxis } from './overview.js';
 
@@ -12,7 +12,7 @@ export async function queues(ctx) {
   const cols = [
     state.vhost ? null : { key: 'vhost', title: 'Virtual host' },
     { key: 'name', title: 'Name', render: (q) => h('a', { href: link('queues', q.vhost, q.name) }, q.name) },
-    { key: 'type', title: 'Type' },
+    { key: 'type', title: 'Type', render: queueType },
     { key: 'features', title: 'Features', sort: '', render: features },
     { key: 'state', title: 'State', render: (q) => pill(q.state, q.state === 'running' ? 'green' : 'grey') },
     { key: 'messages_ready', title: 'Ready', cls: 'num', desc: true },
@@ -44,7 +44,7 @@ export async function queues(ctx) {
       return `Queue ${v.name} added.`;
     },
   });
-  main.append(h('h1', null, 'Queues'), section('All queues', list.el), section('Add a new queue', add.el));
+  appendTo(main, h('h1', null, 'Queues'), section('All queues', list.el), section('Add a new queue', add.el));
   return { refresh: list.refresh };
 }
 
@@ -109,10 +109,10 @@ export async function queue(ctx) {
     try { await api.del(`${url}/contents`); notify(`Queue ${name} purged.`); refresh(); } catch (e) { notify(e.reason, 'error'); }
   });
 
-  main.append(
+  appendTo(main,
     h('p', { class: 'crumbs' }, h('a', { href: '#/queues' }, 'Queues'), ' › ', vhost, ' › '),
     h('h1', null, 'Queue ', h('span', { class: 'objname' }, name)),
-    section('Overview', chartsEl, factsEl),
+    section('Overview', rangeSelect(() => refresh()), chartsEl, factsEl),
     section('Consumers', consumersEl),
     section('Bindings', bindingsEl, h('h3', null, 'Add binding to this queue'), bindForm({ vhost, dest: name, destType: 'queue', onDone: refreshBindings })),
     section('Publish message', h('p', { class: 'hint' }, 'Published to the default exchange with this queue\'s name as the routing key.'), pubForm.el),
@@ -128,7 +128,7 @@ export async function queue(ctx) {
     const ms = q.message_stats;
     clear(factsEl, h('div', { class: 'cols' },
       facts([
-        ['Type', q.type], ['Features', features(q)], ['State', pill(q.state, 'green')],
+        ['Type', queueType(q)], ['Features', features(q)], ['State', pill(q.state, 'green')],
         ['Consumers', fmtNum(q.consumers)], ['Exclusive owner', q.owner_pid_details ? h('a', { href: link('connections', q.owner_pid_details.name) }, q.owner_pid_details.name) : 'None'],
         ['Policy', q.policy || ''], ['Arguments', args(q.arguments)],
       ]),
@@ -158,6 +158,13 @@ export async function queue(ctx) {
     if (!bindingsEl.dataset.loaded) { bindingsEl.dataset.loaded = '1'; await refreshBindings(); }
   }
   return { refresh };
+}
+
+// queueType is the type the queue was declared with (Warren runs every
+// type as a classic queue; the API says so in "type").
+function queueType(q) {
+  const t = (q.arguments || {})['x-queue-type'];
+  return t && t !== q.type ? h('span', { title: `Declared ${t}; Warren runs it as a ${q.type} queue` }, t) : q.type;
 }
 
 function message(m, n) {
