@@ -24,6 +24,7 @@ import (
 
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 	"github.com/warrenmq/warren/server/servertest"
@@ -223,10 +224,10 @@ func (e *env) getJSON(path string, v any) {
 func (e *env) login(user, pass string) {
 	e.t.Helper()
 	e.do("open login", chromedp.Navigate(e.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#login`)))
+	// Typed, and submitted with Enter, as with a keyboard.
 	e.do("log in",
 		chromedp.SendKeys(chromedp.CSS(`#login input[name=username]`), user),
-		chromedp.SendKeys(chromedp.CSS(`#login input[name=password]`), pass),
-		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		chromedp.SendKeys(chromedp.CSS(`#login input[name=password]`), pass+kb.Enter),
 	)
 	e.waitJS("overview after login", `document.querySelector('main').dataset.ready === 'overview' && !document.getElementById('header').hidden`)
 	e.checkRendered("overview as " + user)

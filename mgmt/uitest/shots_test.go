@@ -194,7 +194,7 @@ func populate(t *testing.T, e *env) (stop func()) {
 	bind("dlx", "dead-letters", "")
 	bind("unrouted", "unrouted", "")
 	post("/api/bindings/%2F/e/orders/e/audit", map[string]any{"routing_key": "orders.shipped.#"})
-	put("/api/policies/%2F/payments-ttl", map[string]any{"pattern": "^payments\\.", "apply-to": "queues", "priority": 1, "definition": map[string]any{"max-length": 100000}})
+	put("/api/policies/%2F/payments-cap", map[string]any{"pattern": "^payments\\.", "apply-to": "queues", "priority": 1, "definition": map[string]any{"max-length": 100000}})
 	put("/api/policies/staging/lazy", map[string]any{"pattern": ".*", "apply-to": "queues", "definition": map[string]any{"queue-mode": "lazy"}})
 
 	ctx, cancel := context.WithCancel(context.Background())

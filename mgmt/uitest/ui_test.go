@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
@@ -192,6 +194,25 @@ func TestOperatorSession(t *testing.T) {
 		t.Fatal("the connection was not closed")
 	}
 	e.waitJS("back on the connection list", `location.hash === '#/connections' && document.querySelector('main').dataset.ready === 'connections'`)
+
+	// Delete a queue from its page, with the keyboard: Escape on the
+	// confirmation keeps it, Enter (on the focused Delete button) deletes it.
+	e.open("#/queues/%2F/invoices", "queues")
+	e.do("focus delete", chromedp.Focus(chromedp.CSS(`main button.danger`)), chromedp.KeyEvent(kb.Enter))
+	e.waitJS("confirmation open", `document.querySelector('dialog.confirm[open]') !== null`)
+	e.do("escape", chromedp.KeyEvent(kb.Escape))
+	e.waitJS("confirmation closed", `document.querySelector('dialog.confirm') === null`)
+	if code, _ := e.api("guest", "guest", http.MethodGet, "/api/queues/%2F/invoices", nil); code != http.StatusOK {
+		t.Fatalf("queue invoices after Escape: %d", code)
+	}
+	e.do("delete again", chromedp.Focus(chromedp.CSS(`main button.danger`)), chromedp.KeyEvent(kb.Enter))
+	e.waitJS("confirmation open", `document.activeElement && document.activeElement.closest('dialog.confirm[open]') !== null`)
+	e.do("enter", chromedp.KeyEvent(kb.Enter))
+	waitAPI(t, "queue invoices deleted", func() bool {
+		code, _ := e.api("guest", "guest", http.MethodGet, "/api/queues/%2F/invoices", nil)
+		return code == http.StatusNotFound
+	})
+	e.waitJS("back on the queue list", `location.hash === '#/queues'`)
 
 	// Add a management user and give it the default vhost.
 	e.open("#/admin/users", "admin")

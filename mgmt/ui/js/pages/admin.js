@@ -214,7 +214,7 @@ async function vhosts(ctx) {
     { key: 'name', title: 'Name', render: (v) => h('a', { href: `#/admin/vhosts/${encodeURIComponent(v.name)}` }, v.name) },
     { key: 'description', title: 'Description' },
     { key: 'tags', title: 'Tags', sort: '', render: (v) => (v.tags || []).map((t) => pill(t, 'grey')) },
-    { key: 'default_queue_type', title: 'Default queue type' },
+    { key: 'default_queue_type', title: 'Default queue type', render: (v) => queueTypeName(v.default_queue_type) },
     { key: 'messages_ready', title: 'Ready', cls: 'num', desc: true },
     { key: 'messages_unacknowledged', title: 'Unacked', cls: 'num', desc: true },
     { key: 'messages', title: 'Total', cls: 'num', desc: true },
@@ -269,11 +269,17 @@ async function vhost(ctx) {
   let first = true;
   async function refresh() {
     const v = await api.get(url);
-    clear(factsEl, facts([['Description', v.description], ['Tags', (v.tags || []).map((t) => pill(t, 'grey'))], ['Default queue type', v.default_queue_type],
+    clear(factsEl, facts([['Description', v.description], ['Tags', (v.tags || []).map((t) => pill(t, 'grey'))], ['Default queue type', queueTypeName(v.default_queue_type)],
       ['Messages', `${fmtNum(v.messages)} (${fmtNum(v.messages_ready)} ready, ${fmtNum(v.messages_unacknowledged)} unacked)`]]));
     if (first) { first = false; await Promise.all([refreshPerms(), refreshLimits()]); }
   }
   return { refresh };
+}
+
+// queueTypeName shows a vhost's default queue type; RabbitMQ says
+// "undefined" for a vhost that has none (its queues are classic).
+function queueTypeName(t) {
+  return !t || t === 'undefined' ? 'classic (not set)' : t;
 }
 
 function limitTable(ls, onChange) {
@@ -321,7 +327,11 @@ async function policies(ctx) {
     { key: 'apply-to', title: 'Apply to' },
     { key: 'definition', title: 'Definition', sort: '', render: (p) => args(p.definition) },
     { key: 'priority', title: 'Priority', cls: 'num' },
-    { key: 'del', title: '', sort: '', render: (p) => deleteButton('Delete', `Delete policy ${p.name}?`, api.path('policies', p.vhost, p.name), () => list.refresh()) },
+    { key: 'del', title: '', sort: '', render: (p) => {
+      const b = deleteButton('Delete', `Delete policy ${p.name}?`, api.path('policies', p.vhost, p.name), () => list.refresh());
+      b.classList.add('small');
+      return b;
+    } },
   ] });
   const add = form({
     id: 'add-policy',
