@@ -70,7 +70,7 @@ func start(t testing.TB, o envOpts) *env {
 	var b *server.Server
 	broker := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
 	if o.statsInterval == 0 {
-		o.statsInterval = time.Second
+		o.statsInterval = 5 * time.Second // the API's default
 	}
 	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0", StatsInterval: o.statsInterval})
 	if err := m.Listen(); err != nil {
@@ -148,7 +148,7 @@ func (e *env) failShot() {
 // do runs browser actions with a deadline.
 func (e *env) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		e.t.Fatalf("%s: %v", what, err)
@@ -158,7 +158,7 @@ func (e *env) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 // eval evaluates a JavaScript expression, awaiting a promise, into T.
 func eval[T any](e *env, what, js string) T {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -167,11 +167,11 @@ func eval[T any](e *env, what, js string) T {
 	return v
 }
 
-// waitJS waits until the JavaScript expression is truthy, for at most 15
-// s; it survives a navigation (the poll starts again in the new page).
+// waitJS waits until the JavaScript expression is truthy, for at most 30
+// s (CI runs it under the race detector on a shared machine); it survives a navigation (the poll starts again in the new page).
 func (e *env) waitJS(what, js string) {
 	e.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))

@@ -190,7 +190,7 @@ func TestOperatorSession(t *testing.T) {
 		if ce == nil || ce.Code != amqp091.ConnectionForced || !strings.Contains(ce.Reason, "closed from the UI test") {
 			t.Errorf("client saw close %+v", ce)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the connection was not closed")
 	}
 	e.waitJS("back on the connection list", `location.hash === '#/connections' && document.querySelector('main').dataset.ready === 'connections'`)
@@ -283,13 +283,13 @@ type overview struct {
 	} `json:"queue_totals"`
 }
 
-// waitAPI polls cond (an API check) until it holds, for at most 10 s.
+// waitAPI polls cond (an API check) until it holds, for at most 30 s.
 func waitAPI(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 10 s", what)
+			t.Fatalf("%s: not after 30 s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
