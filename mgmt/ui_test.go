@@ -1,14 +1,31 @@
 package mgmt_test
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
 )
 
 // TestUIFiles: the UI is served at / and /ui/ from the binary, without
@@ -113,4 +130,143 @@ func TestPagingLargeList(t *testing.T) {
 	if p.FilteredCount != 10 || fmt.Sprint(p.Items) != "[{big-0025 3} {big-0015 2}]" {
 		t.Errorf("regex filter, nested sort: %d %v", p.FilteredCount, p.Items)
 	}
+}
+
+// TestChannelModesAndTLS: what the UI's connection and channel pages show
+// comes from the API: a channel's confirm and tx mode, and a connection's
+// TLS protocol and cipher (null without TLS, as RabbitMQ sends them).
+func TestChannelModesAndTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := selfSignedCert(t, dir)
+	var b *server.Server
+	broker := servertest.StartBroker(t, server.Config{
+		TLSListen: "127.0.0.1:0", TLSCert: certFile, TLSKey: keyFile,
+		OnStart: func(s *server.Server) { b = s },
+	})
+	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
+	if err := m.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e := &env{t: t, broker: b, amqp: broker.URL(), base: "http://" + m.Addr().String()}
+
+	plain, err := amqp091.Dial(e.amqp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	tlsConn, err := amqp091.DialTLS("amqps://guest:guest@"+b.TLSAddr().String()+"/", &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsConn.Close()
+	// The API lists channels that have consumers.
+	consume := func(c *amqp091.Connection, mode string) {
+		t.Helper()
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch mode {
+		case "confirm":
+			err = ch.Confirm(false)
+		case "tx":
+			err = ch.Tx()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := ch.QueueDeclare("", false, true, true, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.Consume(q.Name, mode, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consume(plain, "confirm")
+	consume(plain, "tx")
+	consume(tlsConn, "none")
+
+	var chans []struct {
+		User          string `json:"user"`
+		Confirm       bool   `json:"confirm"`
+		Transactional bool   `json:"transactional"`
+		Consumers     int    `json:"consumer_count"`
+	}
+	e.getJSON("/api/channels", &chans)
+	got := map[string]int{}
+	for _, c := range chans {
+		switch {
+		case c.Confirm && !c.Transactional:
+			got["confirm"]++
+		case c.Transactional && !c.Confirm:
+			got["tx"]++
+		case !c.Confirm && !c.Transactional:
+			got["none"]++
+		}
+	}
+	if got["confirm"] != 1 || got["tx"] != 1 || got["none"] != 1 || len(chans) != 3 {
+		t.Errorf("channel modes: %+v", chans)
+	}
+
+	var conns []map[string]any
+	e.getJSON("/api/connections", &conns)
+	var sawTLS, sawPlain bool
+	for _, c := range conns {
+		if c["ssl"] == true {
+			sawTLS = true
+			if p, _ := c["ssl_protocol"].(string); !strings.HasPrefix(p, "tlsv1.") {
+				t.Errorf("ssl_protocol %v", c["ssl_protocol"])
+			}
+			if s, _ := c["ssl_cipher"].(string); !strings.HasPrefix(s, "TLS_") {
+				t.Errorf("ssl_cipher %v", c["ssl_cipher"])
+			}
+			if c["peer_cert_subject"] != nil {
+				t.Errorf("peer_cert_subject without a client certificate: %v", c["peer_cert_subject"])
+			}
+		} else {
+			sawPlain = true
+			if c["ssl_protocol"] != nil || c["ssl_cipher"] != nil {
+				t.Errorf("plain connection with TLS fields: %v %v", c["ssl_protocol"], c["ssl_cipher"])
+			}
+		}
+	}
+	if !sawTLS || !sawPlain {
+		t.Errorf("connections: %v", conns)
+	}
+}
+
+// selfSignedCert writes a certificate and key for 127.0.0.1 into dir.
+func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }
