@@ -116,17 +116,17 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
-// ServeHTTP routes a request: /metrics without authentication, /api/...
-// with HTTP basic authentication against the broker's users.
+// ServeHTTP routes a request: /metrics and the web UI's files (ui.go)
+// without authentication, /api/... with HTTP basic authentication against
+// the broker's users.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	switch {
 	case path == "/metrics":
 		s.metrics.ServeHTTP(w, r)
 		return
-	case path == "/" || path == "":
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("Warren management API: see /api/overview and /metrics\n"))
+	case isUIPath(path):
+		serveUI(w, r)
 		return
 	case !strings.HasPrefix(path, "/api/") && path != "/api":
 		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")

@@ -147,24 +147,27 @@ func propertiesKey(key string, args map[string]any) string {
 }
 
 type connectionJSON struct {
-	Name                   string `json:"name"`
-	Node                   string `json:"node"`
-	VHost                  string `json:"vhost"`
-	User                   string `json:"user"`
-	UserWhoPerformedAction string `json:"user_who_performed_action"`
-	State                  string `json:"state"`
-	Type                   string `json:"type"`
-	Protocol               string `json:"protocol"`
-	Host                   string `json:"host"`
-	Port                   int    `json:"port"`
-	PeerHost               string `json:"peer_host"`
-	PeerPort               int    `json:"peer_port"`
-	SSL                    bool   `json:"ssl"`
-	Channels               int    `json:"channels"`
-	ChannelMax             int    `json:"channel_max"`
-	FrameMax               int    `json:"frame_max"`
-	Timeout                int    `json:"timeout"`
-	ClientProperties       table  `json:"client_properties"`
+	Name                   string  `json:"name"`
+	Node                   string  `json:"node"`
+	VHost                  string  `json:"vhost"`
+	User                   string  `json:"user"`
+	UserWhoPerformedAction string  `json:"user_who_performed_action"`
+	State                  string  `json:"state"`
+	Type                   string  `json:"type"`
+	Protocol               string  `json:"protocol"`
+	Host                   string  `json:"host"`
+	Port                   int     `json:"port"`
+	PeerHost               string  `json:"peer_host"`
+	PeerPort               int     `json:"peer_port"`
+	SSL                    bool    `json:"ssl"`
+	SSLProtocol            *string `json:"ssl_protocol"`      // null without TLS, as RabbitMQ sends
+	SSLCipher              *string `json:"ssl_cipher"`        // null without TLS
+	PeerCertSubject        *string `json:"peer_cert_subject"` // null without a client certificate
+	Channels               int     `json:"channels"`
+	ChannelMax             int     `json:"channel_max"`
+	FrameMax               int     `json:"frame_max"`
+	Timeout                int     `json:"timeout"`
+	ClientProperties       table   `json:"client_properties"`
 }
 
 func toConnection(node string, c server.ConnectionInfo) connectionJSON {
@@ -177,12 +180,22 @@ func toConnection(node string, c server.ConnectionInfo) connectionJSON {
 	if _, ok := props["capabilities"]; !ok && len(caps) > 0 {
 		props["capabilities"] = caps
 	}
-	return connectionJSON{
+	j := connectionJSON{
 		Name: c.Name, Node: node, VHost: c.VHost, User: c.User, UserWhoPerformedAction: c.User,
 		State: stateRunning, Type: "network", Protocol: protocolName, Host: c.Host, Port: c.Port,
 		PeerHost: c.PeerHost, PeerPort: c.PeerPort, Channels: c.Channels, ChannelMax: int(c.ChannelMax),
 		FrameMax: int(c.FrameMax), Timeout: int(c.Heartbeat / time.Second), ClientProperties: props,
+		SSL: c.TLS,
 	}
+	if c.TLS {
+		proto, cipher := c.TLSProtocol, c.TLSCipher
+		j.SSLProtocol, j.SSLCipher = &proto, &cipher
+		if c.PeerCertSubject != "" {
+			subject := c.PeerCertSubject
+			j.PeerCertSubject = &subject
+		}
+	}
+	return j
 }
 
 type connDetailsJSON struct {
@@ -204,6 +217,8 @@ type channelJSON struct {
 	MessagesUnacknowledged int             `json:"messages_unacknowledged"`
 	PrefetchCount          int             `json:"prefetch_count"`
 	GlobalPrefetchCount    int             `json:"global_prefetch_count"`
+	Confirm                bool            `json:"confirm"`
+	Transactional          bool            `json:"transactional"`
 }
 
 func channelName(conn string, n uint16) string { return sprintf("%s (%d)", conn, n) }
@@ -215,6 +230,7 @@ func toChannel(node string, c server.ChannelInfo, conn server.ConnectionInfo) ch
 		ConnectionDetails: connDetailsJSON{Name: c.Connection, PeerHost: conn.PeerHost, PeerPort: conn.PeerPort},
 		ConsumerCount:     c.Consumers, MessagesUnacknowledged: c.Unacked,
 		PrefetchCount: c.Prefetch, GlobalPrefetchCount: c.GlobalPrefetch,
+		Confirm: c.Confirm, Transactional: c.Transactional,
 	}
 }
 

@@ -41,8 +41,9 @@ var (
 		"head_message_timestamp", "single_active_consumer_tag",
 		"release_series_support_status", "enable_queue_totals",
 	}
-	// TLS: Warren has no TLS listener yet; ssl=false is sent.
-	tlsFields = []string{"peer_cert_issuer", "peer_cert_subject", "peer_cert_validity", "ssl_cipher", "ssl_hash", "ssl_key_exchange", "ssl_protocol"}
+	// TLS details Warren does not record (it sends ssl, ssl_protocol,
+	// ssl_cipher and peer_cert_subject).
+	tlsFields = []string{"peer_cert_issuer", "peer_cert_validity", "ssl_hash", "ssl_key_exchange"}
 )
 
 func group(lists ...[]string) []string {
@@ -104,7 +105,7 @@ var omitted = map[string][]string{
 	"channel": group(statsFields, objectCounters, []string{
 		// Reader-owned channel state, not readable from another goroutine
 		// yet (see docs/management.md).
-		"acks_uncommitted", "confirm", "messages_uncommitted", "messages_unconfirmed", "transactional",
+		"acks_uncommitted", "messages_uncommitted", "messages_unconfirmed",
 		"pending_raft_commands",
 	}),
 	"consumer":           nil,

@@ -564,6 +564,8 @@ type ChannelInfo struct {
 	Unacked        int
 	Prefetch       int // for consumers started later
 	GlobalPrefetch int
+	Confirm        bool // in confirm mode (confirm.select)
+	Transactional  bool // in tx mode (tx.select)
 }
 
 // ConsumerInfo describes one consumer.
@@ -661,6 +663,7 @@ func (s *Server) Channels() []ChannelInfo {
 				Connection: connName(c), Number: ch.id, User: info.User, VHost: info.VHost,
 				Consumers: len(ch.consumers), Unacked: ch.unacked.Len(),
 				Prefetch: int(ch.prefetch), GlobalPrefetch: int(ch.globalPrefetch),
+				Confirm: ch.confirmMode.Load(), Transactional: ch.txMode.Load(),
 			}
 			closed := ch.closed
 			ch.mu.Unlock()

@@ -397,6 +397,7 @@ func (ch *channel) txSelect() error {
 	}
 	if ch.tx == nil {
 		ch.tx = &txn.Tx[*publishing]{}
+		ch.txMode.Store(true)
 	}
 	return ch.c.out.sendMethod(ch.id, &amqp.TxSelectOk{})
 }
@@ -523,6 +524,7 @@ func (ch *channel) confirmSelect(m *amqp.ConfirmSelect) error {
 				out.sendAck(id, tag, multiple) // coalesces with an unsent ack
 			}
 		})
+		ch.confirmMode.Store(true)
 	}
 	return ch.reply(m.NoWait, &amqp.ConfirmSelectOk{})
 }

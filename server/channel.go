@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/ack"
@@ -43,6 +44,11 @@ type channel struct {
 	globalPrefetch uint16 // limit shared by the channel's consumers
 	acking         int    // unacked deliveries that count against prefetch
 	flowActive     bool
+
+	// confirmMode and txMode are set once, with confirms and tx, for the
+	// admin API, which reads them from other goroutines (confirms and tx are
+	// the reader's).
+	confirmMode, txMode atomic.Bool
 }
 
 // publishing is a basic.publish with its content, as it is assembled from

@@ -1,0 +1,5 @@
+//go:build !race
+
+package uitest
+
+const raceEnabled = false
