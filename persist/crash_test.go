@@ -134,6 +134,9 @@ func TestCrashChild(t *testing.T) {
 	wg.Wait() // never: the timer kills the process
 }
 
+// crashRoundsPerStore is how many kill rounds share one store.
+const crashRoundsPerStore = 5
+
 // crashChildOptions keep Badger busy: small memtables rotate and flush
 // often, and value-log GC runs all the time.
 var crashChildOptions = persist.Options{MemTableSize: 1 << 20, GCInterval: 20 * time.Millisecond}
@@ -142,13 +145,21 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test re-executes the test binary")
 	}
-	dir := t.TempDir()
-	totalAcked := 0
+	var dir string
+	totalAcked, acked := 0, 0
 	rounds := crashRounds
 	if v, err := strconv.Atoi(os.Getenv("WARREN_PERSIST_CRASH_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
 	for round := range rounds {
+		if round%crashRoundsPerStore == 0 {
+			// A fresh store every few rounds: the stored messages (17 MiB
+			// ones among them) are never drained, so one store for many
+			// rounds would grow to gigabytes and slow every check.
+			dir = t.TempDir()
+			totalAcked += acked
+			acked = 0
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, crashEnvRound+"="+strconv.Itoa(round))
 		out, err := cmd.CombinedOutput()
@@ -156,9 +167,11 @@ func TestCrash(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: child did not die by SIGKILL: %v\n%s", round, err, out)
 		}
-		totalAcked = checkCrash(t, dir)
-		t.Logf("round %d: %d ops acknowledged so far", round, totalAcked)
+		acked = checkCrash(t, dir)
+		t.Logf("round %d: %d ops acknowledged in this store", round, acked)
 	}
+	totalAcked += acked
+	t.Logf("%d rounds, %d ops acknowledged and found", rounds, totalAcked)
 	if totalAcked == 0 {
 		t.Fatal("no op was acknowledged before the kills")
 	}

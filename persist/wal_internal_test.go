@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -805,5 +806,64 @@ func TestWALNoSegmentReuse(t *testing.T) {
 	defer s.Close()
 	if got := walEntries(t, s, q1); !slices.Equal(got, []string{"21:21"}) {
 		t.Fatalf("q1 = %v, want [21:21]", got)
+	}
+}
+
+// TestWALFullDiskSegments: on a full disk every log write fails; the
+// failed writes must not leave a new (empty) segment each, and once there
+// is room the log goes on and a restart finds what was confirmed.
+func TestWALFullDiskSegments(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small file system needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	d := NewMemoryDisk()
+	s := walTestStore(t, d, dir)
+	s.wl.pendAge = time.Hour
+	q1, _ := walQueues(t, s)
+	big := func(id uint64) MessageRecord {
+		return MessageRecord{RoutingKey: fmt.Sprint(id), Body: bytes.Repeat([]byte{byte(id)}, 300<<10)}
+	}
+	var ok []string
+	failed := 0
+	for id := uint64(1); id <= 40; id++ {
+		ch := make(chan error, 1)
+		s.Publish(id, big(id), []QueueSeq{{QueueID: q1, Seq: id, MsgID: id}}, func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			failed++
+		} else {
+			ok = append(ok, fmt.Sprintf("%d:%d", id, id))
+		}
+	}
+	if failed < 20 || len(ok) == 0 {
+		t.Fatalf("%d publishes failed, %d succeeded: the disk did not fill as planned", failed, len(ok))
+	}
+	if segs, _, _ := listSegments(dir); len(segs) > 2 {
+		t.Fatalf("%d failed writes left %d segments: %v", failed, len(segs), segs)
+	}
+	snap := d.clone()
+	s.Close()
+	// Room again, as when an operator frees some: the replay needs it.
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", dir).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, out)
+	}
+	s, err := newEngine(memKV{snap}, nil, logOptions{dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got []string
+	if _, err := s.RecoverQueue(q1, func(e RecoveredEntry) error {
+		got = append(got, fmt.Sprintf("%d:%d", e.Seq, e.MsgID))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ok) {
+		t.Fatalf("after the restart %v, want the confirmed %v", got, ok)
 	}
 }
