@@ -180,6 +180,9 @@ func (ch *channel) publish(p *publishing) error {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
 		}
 	}
+	if dm, ok := amqp.PropDeliveryModeOK(p.props); ok && dm != 1 && dm != 2 {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid message: {delivery_mode_unknown,%d}", dm)
+	}
 	if err := p.senderSelected(); err != nil {
 		return err
 	}
@@ -384,10 +387,11 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 	}
 	ch.mu.Unlock()
 	ch.c.unackedChanged(-len(ds))
-	requeueGrouped(ds)
 	if sync {
+		// recover-ok goes out ahead of the redeliveries, as in RabbitMQ.
 		ch.c.out.sendMethod(ch.id, &amqp.BasicRecoverOk{})
 	}
+	requeueGrouped(ds)
 	return nil
 }
 

@@ -164,7 +164,8 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	if !ok {
 		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "%v", err)
 	}
-	if ae.ClassID == 0 && ae.MethodID == 0 && !ae.Hard() {
+	if ae.ClassID == 0 && ae.MethodID == 0 {
+		// Soft or hard, the close names the method that caused it.
 		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
 	}
 	if ae.Hard() {
@@ -341,8 +342,11 @@ func (ch *channel) kick() {
 func (ch *channel) handleContent(f amqp.Frame) error {
 	p := ch.pub
 	if f.Type == amqp.FrameHeader {
-		if p == nil || p.gotHdr {
+		if p == nil {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
+		}
+		if p.gotHdr {
+			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content body, got non content body frame instead")
 		}
 		h, err := amqp.DecodeContentHeader(f.Payload)
 		if err != nil {
@@ -353,6 +357,10 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 				return amqp.Errorf(amqp.InternalError, 0, 0, "cannot decode content properties: %v", err)
 			}
 			return err
+		}
+		if h.Weight != 0 {
+			// RabbitMQ takes only weight 0 for a content header.
+			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
 		}
 		if h.ClassID != 60 {
 			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got one for class %d instead", h.ClassID)

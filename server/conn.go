@@ -603,6 +603,10 @@ func (c *conn) handshake() error {
 			// with connection.close.
 			return c.refuse(ae)
 		}
+		if errors.As(err, &ae) && ae.Code == amqp.CommandInvalid && ae.ClassID == 10 {
+			// And another connection method (close included) with 504.
+			return c.refuse(amqp.Errorf(amqp.ChannelError, ae.ClassID, ae.MethodID, "unexpected method in connection state opening"))
+		}
 		return err
 	}
 	vh := c.srv.vhost(open.VirtualHost)
@@ -674,10 +678,8 @@ func expectMethod[M amqp.Method](c *conn, dst *M) error {
 		}
 		want, ok := m.(M)
 		if !ok {
-			if _, isClose := m.(*amqp.ConnectionClose); isClose {
-				c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
-				return errClosed
-			}
+			// connection.close included: before tune-ok RabbitMQ drops
+			// the socket without close-ok.
 			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s during handshake", m.Name())
 		}
 		*dst = want
