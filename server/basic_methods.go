@@ -24,7 +24,9 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	if m.Global {
 		ch.globalPrefetch = m.PrefetchCount
 	} else {
+		// As in RabbitMQ, a per-consumer limit lifts the channel's.
 		ch.prefetch = m.PrefetchCount
+		ch.globalPrefetch = 0
 	}
 	ch.mu.Unlock()
 	ch.c.out.sendMethod(ch.id, &amqp.BasicQosOk{})
@@ -318,12 +320,9 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	ch.mu.Lock()
 	ds, ok := ch.unacked.Take(tag, multiple, nil)
 	limited := false
-	for _, d := range ds {
-		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
-			k.unacked--
-			ch.acking--
-			limited = limited || k.prefetch > 0 || ch.globalPrefetch > 0
-		}
+	if ch.tx == nil {
+		// In a transaction the credit comes back at tx.commit.
+		limited = ch.releaseCreditLocked(ds)
 	}
 	ch.mu.Unlock()
 	ch.c.unackedChanged(-len(ds))
@@ -340,6 +339,20 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 		ch.kick()
 	}
 	return nil
+}
+
+// releaseCreditLocked gives back the prefetch credit that settled consumer
+// deliveries held, and reports whether a limit applied to any of them (so
+// that consumers may get more now). ch.mu is held.
+func (ch *channel) releaseCreditLocked(ds []ack.Delivery) (limited bool) {
+	for _, d := range ds {
+		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
+			k.unacked--
+			ch.acking--
+			limited = limited || k.prefetch > 0 || ch.globalPrefetch > 0
+		}
+	}
+	return limited
 }
 
 // applySettle acknowledges, requeues or drops settled deliveries. With
@@ -473,7 +486,19 @@ func (ch *channel) txCommit() error {
 			return amqp.Errorf(amqp.InternalError, 0, 0, "transaction could not be made durable: %v", err)
 		}
 	}
-	return ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
+	err := ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
+	// The committed settlements give their prefetch credit back now:
+	// deliveries it makes room for follow commit-ok.
+	limited := false
+	ch.mu.Lock()
+	for _, s := range settles {
+		limited = ch.releaseCreditLocked(s.Deliveries) || limited
+	}
+	ch.mu.Unlock()
+	if limited {
+		ch.kick()
+	}
+	return err
 }
 
 func (ch *channel) txRollback() error {
@@ -489,12 +514,7 @@ func (ch *channel) txRollback() error {
 func (ch *channel) rollback() {
 	ds := ch.tx.Rollback()
 	ch.mu.Lock()
-	for _, d := range ds {
-		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
-			k.unacked++
-			ch.acking++
-		}
-	}
+	// Their credit was never given back (see settle).
 	ch.unacked.Restore(ds)
 	ch.mu.Unlock()
 	ch.c.unackedChanged(len(ds))

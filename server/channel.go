@@ -79,7 +79,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 	ch := k.ch
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closed || !ch.flowActive {
+	if ch.closed || !ch.flowActive || ch.c.stopped.Load() {
 		return queue.Refused
 	}
 	if !k.noAck {
@@ -287,6 +287,10 @@ func (ch *channel) shutdown() {
 		slices.SortFunc(pending, func(a, b ack.Delivery) int { return cmp.Compare(a.Tag, b.Tag) })
 	}
 
+	// Requeued before the consumers go: a single active consumer's
+	// successor then gets these first, in their order, ahead of newer
+	// messages (the closed channel refuses them meanwhile).
+	requeueGrouped(pending)
 	ch.dropReplyConsumer()
 	for _, k := range consumers {
 		if k.q == nil {
@@ -297,7 +301,6 @@ func (ch *channel) shutdown() {
 			ch.c.vhost.deleteQueueIfUnused(k.q)
 		}
 	}
-	requeueGrouped(pending)
 }
 
 // requeueGrouped returns deliveries to their queues, one call per run of

@@ -58,6 +58,10 @@ type conn struct {
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
 	closing bool
+	// stopped is set once either side sent connection.close: no channel
+	// takes another delivery (one closing channel's requeued messages
+	// must not go to its siblings).
+	stopped atomic.Bool
 
 	forceOnce sync.Once
 	quit      chan struct{} // closed when the broker closes the connection
@@ -241,6 +245,7 @@ func (c *conn) hardError(e *amqp.Error) error {
 		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing connection on error")
 	c.sendClose(e)
 	c.closing = true
+	c.stopped.Store(true)
 	c.cleanupChannels()
 	// RabbitMQ waits a bounded time for close-ok.
 	c.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -434,6 +439,7 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 func (c *conn) handleConnectionMethod(m amqp.Method) error {
 	switch m := m.(type) {
 	case *amqp.ConnectionClose:
+		c.stopped.Store(true)
 		c.cleanupChannels()
 		// Exclusive queues go before close-ok, so a client that closed
 		// finds them gone at once (cleanup would otherwise wait for the
