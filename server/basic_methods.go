@@ -267,6 +267,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	}
 	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.props)
 	defer v.releaseScratch(s)
+	ch.tracePublish(p, s.queues)
 	routed, dropped := v.deliver(msg, s.queues, done, ch.c.flushCtx())
 	v.stats.routed(ch.c.id, routed, m.Mandatory)
 	if s.found && !routed && m.Mandatory {
@@ -294,6 +295,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	if !ok {
 		return ch.c.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
 	}
+	ch.traceDeliver(q, e)
 	ch.mu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
@@ -450,6 +452,7 @@ func (ch *channel) txCommit() error {
 		qs := append([]*queue.Queue(nil), s.queues...)
 		found := s.found
 		v.releaseScratch(s)
+		ch.tracePublish(p, qs)
 		entries := v.reserve(msg, qs)
 		if len(entries) > 0 {
 			ops = append(ops, persist.PublishOp{MsgID: msg.StoreID, Msg: messageRecord(msg), Entries: entries})

@@ -120,6 +120,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		fs, _ = q.DispatchContext().(*flushSet)
 	}
 	out.deferLocked(fs)
+	ch.traceDeliver(q, e)
 	if k.noAck {
 		ch.c.vhost.settleStored([]ack.Delivery{{Tag: tag, Queue: q, Entry: e}})
 		return queue.Settled
