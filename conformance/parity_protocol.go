@@ -466,3 +466,81 @@ func init() {
 		c.expectEOF(rawCloseWait)
 	}})
 }
+
+// expirationHeader is a basic content header whose only property is
+// expiration exp.
+func expirationHeader(bodySize uint64, exp string) []byte {
+	var w wbuf
+	w.short(rawClassBasic).short(0).longlong(bodySize).short(0x0100).shortstr(exp)
+	return w.b
+}
+
+func init() {
+	// Next to point 6: the expiration property as RabbitMQ reads it (an
+	// integer by Erlang's string:to_integer). Refused with channel.close
+	// 406 "PRECONDITION_FAILED - invalid expiration '<exp>': <reason>"
+	// class 60 method 40.
+	for _, c := range []struct{ name, exp, reason string }{
+		{"negative", "-1", "{value_negative,-1}"},
+		{"fraction", "1.5", `{leftover_string,".5"}`},
+		{"letters", "abc", "no_integer"},
+		{"empty", "", "no_integer"},
+		{"leading-space", " 5", "no_integer"},
+	} {
+		c := c
+		register(Case{Name: "parity/publish-expiration-" + c.name + "-406", Run: func(t T, tg Target) {
+			rc := openRaw(t, tg)
+			rc.openChannel(1)
+			q := rc.declareTempQueue(1)
+			rc.sendMethod(1, mBasicPublish, publishArgs("", q, false))
+			rc.sendFrame(frameHeader, 1, expirationHeader(1, c.exp))
+			rc.sendFrame(frameBody, 1, []byte("x"))
+			ci := rc.expectChanClose(1, 406, 60, 40)
+			if want := "PRECONDITION_FAILED - invalid expiration '" + c.exp + "': " + c.reason; ci.Text != want {
+				t.Errorf("reply text %q, want %q", ci.Text, want)
+			}
+			rc.closeConn()
+		}})
+	}
+	// A TTL beyond 32 bits, and a signed one, are accepted.
+	register(Case{Name: "parity/publish-expiration-large-and-signed-accepted", Run: func(t T, tg Target) {
+		c := openRaw(t, tg)
+		c.openChannel(1)
+		q := c.declareTempQueue(1)
+		for _, exp := range []string{"99999999999", "+60000"} {
+			c.sendMethod(1, mBasicPublish, publishArgs("", q, false))
+			c.sendFrame(frameHeader, 1, expirationHeader(1, exp))
+			c.sendFrame(frameBody, 1, []byte("x"))
+			if got := c.basicGetBody(1, q); string(got) != "x" {
+				t.Fatalf("expiration %q: body %q", exp, got)
+			}
+		}
+		c.closeConn()
+	}})
+
+	// Next to point 9: x-queue-version is 1 or 2: 406 "PRECONDITION_FAILED
+	// - invalid arg 'x-queue-version' for queue '<name>' in vhost '/':
+	// \"unsupported queue version '3'\"" class 50 method 10; a string is
+	// "expected integer, got longstr".
+	register(Case{Name: "parity/queue-declare-queue-version", Run: func(t T, tg Target) {
+		c := openRaw(t, tg)
+		c.openChannel(1)
+		for _, bad := range []struct {
+			v    any
+			text string
+		}{{int32(3), `"unsupported queue version '3'"`}, {"2", `"expected integer, got longstr"`}} {
+			q := rawUniq("qv")
+			c.sendMethod(1, mQDeclare, queueDeclareArgsTable(q, false, true, true, map[string]any{"x-queue-version": bad.v}))
+			ci := c.expectChanClose(1, 406, 50, 10)
+			if !strings.HasSuffix(ci.Text, bad.text) {
+				t.Errorf("reply text %q does not end with %s", ci.Text, bad.text)
+			}
+			c.openChannel(1)
+		}
+		for _, v := range []int32{1, 2} {
+			c.sendMethod(1, mQDeclare, queueDeclareArgsTable(rawUniq("qv"), false, true, true, map[string]any{"x-queue-version": v}))
+			c.expect(1, mQDeclareOk)
+		}
+		c.closeConn()
+	}})
+}

@@ -133,6 +133,14 @@ func ParseArgs(args map[string]any) (Limits, error) {
 			if s != "default" && s != "lazy" {
 				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue mode '%s'\"", s)}
 			}
+		case "x-queue-version":
+			n, err := intArg(k, v, math.MinInt64, math.MaxInt64)
+			if err != nil {
+				return l, err
+			}
+			if n != 1 && n != 2 {
+				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue version '%d'\"", n)}
+			}
 		case "x-queue-master-locator":
 			// RabbitMQ 3.10 crashes (541) on an unknown locator when it
 			// places the queue; it is refused here as an invalid argument.

@@ -3,7 +3,8 @@ package server
 import (
 	"encoding/binary"
 	"errors"
-	"strconv"
+	"fmt"
+	"math/big"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -179,7 +180,7 @@ func (ch *channel) publish(p *publishing) error {
 	}
 	if exp, ok := amqp.PropExpiration(p.props); ok {
 		if p.ttl, p.hasTTL = parseExpiration(exp); !p.hasTTL {
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': %s", exp, expirationError(exp))
 		}
 	}
 	if dm, ok := amqp.PropDeliveryModeOK(p.props); ok && dm != 1 && dm != 2 {
@@ -568,14 +569,55 @@ func (ch *channel) checkUserID(props []byte) error {
 		"user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
 }
 
+// maxExpiration caps a message TTL (RabbitMQ takes any non-negative
+// integer; beyond a century it makes no difference).
+const maxExpiration = 100 * 365 * 24 * time.Hour
+
 // parseExpiration reads the expiration property: a whole number of
-// milliseconds.
+// milliseconds, optionally signed, as Erlang's string:to_integer reads it
+// for RabbitMQ; negative numbers and trailing characters are refused
+// (expirationError says why).
 func parseExpiration(exp string) (time.Duration, bool) {
-	ttl, err := strconv.ParseUint(exp, 10, 32)
-	if err != nil {
+	n, rest, ok := leadingInteger(exp)
+	if !ok || rest != "" || n.Sign() < 0 {
 		return 0, false
 	}
-	return time.Duration(ttl) * time.Millisecond, true
+	if !n.IsInt64() || n.Int64() > int64(maxExpiration/time.Millisecond) {
+		return maxExpiration, true
+	}
+	return time.Duration(n.Int64()) * time.Millisecond, true
+}
+
+// expirationError is RabbitMQ's reason for refusing exp.
+func expirationError(exp string) string {
+	n, rest, ok := leadingInteger(exp)
+	switch {
+	case !ok:
+		return "no_integer"
+	case rest != "":
+		return fmt.Sprintf("{leftover_string,%q}", rest)
+	case n.Sign() < 0:
+		return fmt.Sprintf("{value_negative,%s}", n)
+	}
+	return "no_integer"
+}
+
+// leadingInteger reads an optionally signed decimal integer at the start
+// of s and returns it with what follows it.
+func leadingInteger(s string) (*big.Int, string, bool) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return nil, s, false
+	}
+	n, ok := new(big.Int).SetString(s[:j], 10)
+	return n, s[j:], ok
 }
 
 func priority(props []byte) uint8 {
