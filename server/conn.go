@@ -225,6 +225,7 @@ func (c *conn) logEnd(err error) {
 // any goroutine.
 func (c *conn) forceClose(reason string) {
 	c.forceOnce.Do(func() {
+		c.stopped.Store(true)
 		close(c.quit)
 		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
 		// Give the client a moment to answer close-ok, then cut the socket.
