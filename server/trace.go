@@ -86,7 +86,8 @@ func (v *vhost) setTracing(on bool) {
 	v.log.Info().Str("vhost", v.name).Msg("tracing disabled")
 }
 
-// traceAdd queues e for the tracer, if tracing is on.
+// traceAdd queues e for the tracer, if tracing is on. The properties and
+// body are copied: the copy is routed after the original may be gone.
 func (v *vhost) traceAdd(e traceEvent) {
 	t := &v.tr
 	t.mu.Lock()
@@ -99,6 +100,8 @@ func (v *vhost) traceAdd(e traceEvent) {
 		t.mu.Unlock()
 		return
 	}
+	e.props = append([]byte(nil), e.props...)
+	e.body = append([]byte(nil), e.body...)
 	t.pending = append(t.pending, e)
 	wake := t.wake
 	t.mu.Unlock()
