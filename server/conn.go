@@ -58,9 +58,10 @@ type conn struct {
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
 	closing bool
-	// stopped is set once either side sent connection.close: no channel
-	// takes another delivery (one closing channel's requeued messages
-	// must not go to its siblings).
+	// stopped is set once the connection is closing (either side sent
+	// connection.close, or it dropped): no channel takes another delivery
+	// (one closing channel's requeued messages must not go to its
+	// siblings).
 	stopped atomic.Bool
 
 	forceOnce sync.Once
@@ -246,7 +247,6 @@ func (c *conn) hardError(e *amqp.Error) error {
 		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing connection on error")
 	c.sendClose(e)
 	c.closing = true
-	c.stopped.Store(true)
 	c.cleanupChannels()
 	// RabbitMQ waits a bounded time for close-ok.
 	c.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -440,7 +440,6 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 func (c *conn) handleConnectionMethod(m amqp.Method) error {
 	switch m := m.(type) {
 	case *amqp.ConnectionClose:
-		c.stopped.Store(true)
 		c.cleanupChannels()
 		// Exclusive queues go before close-ok, so a client that closed
 		// finds them gone at once (cleanup would otherwise wait for the
@@ -497,6 +496,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 // cleanupChannels closes every channel: consumers cancelled, unacked
 // messages requeued.
 func (c *conn) cleanupChannels() {
+	// No channel takes a delivery from here on: messages one closing
+	// channel requeues must not go to a sibling.
+	c.stopped.Store(true)
 	for id, ch := range c.channels {
 		ch.shutdown()
 		c.removeChannel(id)
