@@ -11,37 +11,29 @@ import (
 // reply texts quoted are RabbitMQ's.
 
 var (
-	mExchDeclare   = rawMethodID{40, 10}
-	mExchDeclareOk = rawMethodID{40, 11}
-	mExchBind      = rawMethodID{40, 30}
-	mExchBindOk    = rawMethodID{40, 31}
-	mExchUnbind    = rawMethodID{40, 40}
-	mExchUnbindOk  = rawMethodID{40, 51}
-	mQBind         = rawMethodID{50, 20}
-	mQBindOk       = rawMethodID{50, 21}
-	mQUnbind       = rawMethodID{50, 50}
-	mQUnbindOk     = rawMethodID{50, 51}
-	mBasicConsume  = rawMethodID{60, 20}
-	mBasicConsOk   = rawMethodID{60, 21}
-	mBasicDeliver  = rawMethodID{60, 60}
-	mBasicAck      = rawMethodID{60, 80}
-	mBasicRecover  = rawMethodID{60, 110}
-	mBasicRecOk    = rawMethodID{60, 111}
-	mTxSelect      = rawMethodID{90, 10}
-	mTxSelectOk    = rawMethodID{90, 11}
-	mTxCommit      = rawMethodID{90, 20}
-	mTxCommitOk    = rawMethodID{90, 21}
+	mExchBind     = rawMethodID{40, 30}
+	mExchBindOk   = rawMethodID{40, 31}
+	mExchUnbind   = rawMethodID{40, 40}
+	mExchUnbindOk = rawMethodID{40, 51}
+	mQBind        = rawMethodID{50, 20}
+	mQBindOk      = rawMethodID{50, 21}
+	mQUnbind      = rawMethodID{50, 50}
+	mQUnbindOk    = rawMethodID{50, 51}
+	mBasicConsume = rawMethodID{60, 20}
+	mBasicConsOk  = rawMethodID{60, 21}
+	mBasicDeliver = rawMethodID{60, 60}
+	mBasicAck     = rawMethodID{60, 80}
+	mBasicRecover = rawMethodID{60, 110}
+	mBasicRecOk   = rawMethodID{60, 111}
+	mTxSelect     = rawMethodID{90, 10}
+	mTxSelectOk   = rawMethodID{90, 11}
+	mTxCommit     = rawMethodID{90, 20}
+	mTxCommitOk   = rawMethodID{90, 21}
 )
 
 func consumeArgs(queue, tag string, noAck, exclusive bool, args map[string]any) []byte {
 	var w wbuf
 	w.short(0).shortstr(queue).shortstr(tag).bits(false, noAck, exclusive, false).table(args)
-	return w.b
-}
-
-func exchangeDeclareArgs(name, kind string, passive, durable bool) []byte {
-	var w wbuf
-	w.short(0).shortstr(name).shortstr(kind).bits(passive, durable, false, false, false).table(nil)
 	return w.b
 }
 
@@ -153,10 +145,10 @@ func init() {
 	// An unknown exchange type: 503 "COMMAND_INVALID - unknown exchange
 	// type 'x-nonsense'" class 40 method 10; so is an empty one.
 	connErrCase("parity/exchange-declare-unknown-type-503-names-method", func(c *rawConn) {
-		c.sendMethod(1, mExchDeclare, exchangeDeclareArgs(rawUniq("ex"), "x-nonsense", false, false))
+		c.sendMethod(1, mExDeclare, exchangeDeclareArgs(rawUniq("ex"), "x-nonsense", false))
 	}, 503, 40, 10)
 	connErrCase("parity/exchange-declare-empty-type-503-names-method", func(c *rawConn) {
-		c.sendMethod(1, mExchDeclare, exchangeDeclareArgs(rawUniq("ex"), "", false, false))
+		c.sendMethod(1, mExDeclare, exchangeDeclareArgs(rawUniq("ex"), "", false))
 	}, 503, 40, 10)
 	// basic.qos prefetch-size != 0: 540 "NOT_IMPLEMENTED - prefetch_size!=0
 	// (1000)" class 60 method 10.
