@@ -342,6 +342,16 @@ func PropDeliveryMode(raw []byte) uint8 {
 	return v[0]
 }
 
+// PropDeliveryModeOK returns the delivery-mode property and whether it is
+// present (a malformed property list reads as absent).
+func PropDeliveryModeOK(raw []byte) (uint8, bool) {
+	v, ok := findProp(raw, FlagDeliveryMode)
+	if !ok {
+		return 0, false
+	}
+	return v[0], true
+}
+
 // PropPriority returns the priority property and whether it is present.
 func PropPriority(raw []byte) (uint8, bool) {
 	v, ok := findProp(raw, FlagPriority)

@@ -35,7 +35,13 @@ type Target struct {
 	// Admin, when set, manages users, vhosts and permissions (the access
 	// cases need it).
 	Admin Admin
+	// SetTracing, when set, turns the firehose of the URL's vhost on or
+	// off, as rabbitmqctl trace_on and trace_off do.
+	SetTracing func(on bool) error
 }
+
+// VHost returns the vhost of the target's URL ("/" when it names none).
+func (t Target) VHost() string { return acVHost(t) }
 
 // Addr returns host:port of the target's URL (default port 5672).
 func (t Target) Addr() string {

@@ -38,6 +38,7 @@ func TestAgainstURL(t *testing.T) {
 			return nil
 		}
 		target.Admin = RabbitmqctlAdmin(ctl)
+		target.SetTracing = RabbitmqctlTracing(ctl, target.VHost())
 		target.MemoryAlarm = func(on bool) error {
 			w := "0.4"
 			if on {

@@ -425,6 +425,12 @@ func (s *Server) putVHost(q *request) error {
 			return err
 		}
 	}
+	if on, ok := body.Tracing.(bool); ok {
+		// The firehose, as rabbitmqctl trace_on and trace_off.
+		if err := s.broker.SetTracing(name, on); err != nil {
+			return err
+		}
+	}
 	return q.noContent(!existed)
 }
 

@@ -303,7 +303,7 @@ func toVHost(node string, v server.VHostInfo, rec auth.VHost) vhostJSON {
 	}
 	return vhostJSON{
 		Name: v.Name, Description: rec.Description, Tags: tags, Metadata: vhostMetaJSON{Description: rec.Description, Tags: tags},
-		DefaultQueueType: dqt, ClusterState: map[string]string{node: stateRunning},
+		DefaultQueueType: dqt, Tracing: v.Tracing, ClusterState: map[string]string{node: stateRunning},
 		Messages: v.Messages, MessagesReady: v.Ready, MessagesUnacknowledged: v.Unacked,
 	}
 }

@@ -125,6 +125,34 @@ func ParseArgs(args map[string]any) (Limits, error) {
 			if n, err := intArg(k, v, 0, math.MaxInt64); err == nil {
 				l.DeliveryLimit, l.HasDeliveryLimit = n, true
 			}
+		case "x-queue-mode":
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			if s != "default" && s != "lazy" {
+				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue mode '%s'\"", s)}
+			}
+		case "x-queue-version":
+			n, err := intArg(k, v, math.MinInt64, math.MaxInt64)
+			if err != nil {
+				return l, err
+			}
+			if n != 1 && n != 2 {
+				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue version '%d'\"", n)}
+			}
+		case "x-queue-master-locator":
+			// RabbitMQ 3.10 crashes (541) on an unknown locator when it
+			// places the queue; it is refused here as an invalid argument.
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			switch s {
+			case "client-local", "min-masters", "random":
+			default:
+				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue master locator '%s'\"", s)}
+			}
 		case "x-dead-letter-exchange":
 			s, ok := v.(string)
 			if !ok {

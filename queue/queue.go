@@ -280,14 +280,21 @@ func (q *Queue) enqueueLocked(m *Message, seq uint64) EnqueueResult {
 		return Enqueued
 	}
 	q.backlog.Push(e)
-	if q.limits.Overflow == DropHead {
-		for q.over() {
-			old, _ := q.backlog.Pop()
-			q.drop(old, MaxLen)
-		}
-	}
+	q.dropOver()
 	q.armTTL()
 	return Enqueued
+}
+
+// dropOver drops head messages while the backlog is past a length limit,
+// with overflow drop-head. q.mu must be held.
+func (q *Queue) dropOver() {
+	if q.limits.Overflow != DropHead {
+		return
+	}
+	for q.over() {
+		old, _ := q.backlog.Pop()
+		q.drop(old, MaxLen)
+	}
 }
 
 // SetSeq makes the next sequence number follow seq, for a queue whose
@@ -543,6 +550,8 @@ func (q *Queue) Get() (Entry, int, bool) {
 	e, ok := q.backlog.Pop()
 	if ok {
 		q.unacked++
+		// An expired message that is now the head is not counted.
+		q.dropExpired(q.lastUsed)
 	}
 	n := q.backlog.Len()
 	dead, removed := q.takeDead()
@@ -587,6 +596,9 @@ func (q *Queue) Requeue(entries []Entry) {
 			}
 			q.backlog.Requeue(e)
 		}
+		// Requeued messages take room again: at drop-head they are the
+		// first to go, as in RabbitMQ.
+		q.dropOver()
 		q.dropExpired(q.now())
 		q.dispatch()
 		q.armTTL()
@@ -635,6 +647,10 @@ func (q *Queue) AddConsumer(tag string, c Consumer, exclusive bool, priority int
 	case q.deleted:
 		return ErrDeleted
 	case q.exclusive:
+		return ErrExclusiveConsumer
+	case exclusive && q.limits.SingleActive:
+		// RabbitMQ refuses exclusive consumers of a single active
+		// consumer queue outright.
 		return ErrExclusiveConsumer
 	case exclusive && len(q.consumers) > 0:
 		return ErrHasConsumers

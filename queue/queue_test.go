@@ -412,3 +412,56 @@ func TestBacklogRemove(t *testing.T) {
 		}
 	}
 }
+
+func TestGetDropsExpiredNewHeadBeforeCounting(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var dead []Dead
+	q := New(Decl{Name: "q"}, Options{
+		Now:    func() time.Time { return now },
+		Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, HasDLX: true},
+		Hooks:  Hooks{DeadLetter: func(_ *Queue, d []Dead) { dead = append(dead, d...) }},
+	})
+	q.Enqueue(msg("live"))
+	q.Enqueue(&Message{Body: []byte("dies"), TTL: time.Millisecond, HasTTL: true})
+	q.Enqueue(msg("tail"))
+	now = now.Add(time.Second)
+	e, n, ok := q.Get()
+	if !ok || string(e.Msg.Body) != "live" || n != 1 {
+		t.Fatalf("get %q, %d left, ok %v; want live with 1 left", e.Msg.Body, n, ok)
+	}
+	if len(dead) != 1 || string(dead[0].Msg.Body) != "dies" || dead[0].Reason != Expired {
+		t.Fatalf("dead-lettered %+v, want dies (expired)", dead)
+	}
+}
+
+func TestRequeueDropsHeadOverMaxLength(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: 2, MaxLengthBytes: -1}})
+	q.Enqueue(msg("1"))
+	q.Enqueue(msg("2"))
+	e1, _, _ := q.Get()
+	e2, _, _ := q.Get()
+	q.Enqueue(msg("3"))
+	q.Enqueue(msg("4"))
+	if st := q.Stats(); st.Ready != 2 || st.Unacked != 2 {
+		t.Fatalf("stats %+v: unacked messages took room", st)
+	}
+	q.Requeue([]Entry{e1, e2})
+	var got []string
+	for {
+		e, _, ok := q.Get()
+		if !ok {
+			break
+		}
+		got = append(got, string(e.Msg.Body))
+	}
+	if len(got) != 2 || got[0] != "3" || got[1] != "4" {
+		t.Fatalf("after requeue %v, want [3 4] (the requeued head dropped)", got)
+	}
+}
+
+func TestSingleActiveRefusesExclusiveConsumer(t *testing.T) {
+	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: true}})
+	if err := q.AddConsumer("x", &recorder{limit: -1}, true, 0); err != ErrExclusiveConsumer {
+		t.Fatalf("exclusive consumer of a single-active-consumer queue: %v, want ErrExclusiveConsumer", err)
+	}
+}

@@ -95,6 +95,7 @@ func (s *Server) DeleteVHost(name string) error {
 	if v == nil {
 		return nil
 	}
+	v.setTracing(false)
 	s.closeConns(func(info *connInfo) bool { return info.VHost == name }, fmt.Sprintf("vhost '%s' is deleted", name))
 	v.mu.Lock()
 	queues := slices.Collect(maps.Values(v.queues))

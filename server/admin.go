@@ -686,6 +686,7 @@ type VHostInfo struct {
 	Unacked    int
 	Queues     int
 	ReadyBytes int64
+	Tracing    bool // the firehose is on
 }
 
 // VHosts lists the vhosts with their totals.
@@ -693,7 +694,7 @@ func (s *Server) VHosts() []VHostInfo {
 	vs, _ := s.vhostsFor("")
 	out := make([]VHostInfo, 0, len(vs))
 	for _, v := range vs {
-		vi := VHostInfo{Name: v.name}
+		vi := VHostInfo{Name: v.name, Tracing: v.tracingOn()}
 		for _, q := range v.queueList() {
 			st := q.Stats()
 			vi.Queues++

@@ -114,7 +114,7 @@ func TestAdminSnapshots(t *testing.T) {
 		t.Errorf("channels = %+v", chans)
 	}
 	o := srv.Overview()
-	if o.Queues != 1 || o.Connections != 1 || o.Consumers != 1 || o.Ready != 2 || o.Unacked != 1 || o.Exchanges != 7 {
+	if o.Queues != 1 || o.Connections != 1 || o.Consumers != 1 || o.Ready != 2 || o.Unacked != 1 || o.Exchanges != 8 { // amq.rabbitmq.trace included
 		t.Errorf("overview = %+v", o)
 	}
 }

@@ -3,7 +3,8 @@ package server
 import (
 	"encoding/binary"
 	"errors"
-	"strconv"
+	"fmt"
+	"math/big"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,9 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	if m.Global {
 		ch.globalPrefetch = m.PrefetchCount
 	} else {
+		// As in RabbitMQ, a per-consumer limit lifts the channel's.
 		ch.prefetch = m.PrefetchCount
+		ch.globalPrefetch = 0
 	}
 	ch.mu.Unlock()
 	ch.c.out.sendMethod(ch.id, &amqp.BasicQosOk{})
@@ -177,8 +180,11 @@ func (ch *channel) publish(p *publishing) error {
 	}
 	if exp, ok := amqp.PropExpiration(p.props); ok {
 		if p.ttl, p.hasTTL = parseExpiration(exp); !p.hasTTL {
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': no_integer", exp)
+			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': %s", exp, expirationError(exp))
 		}
+	}
+	if dm, ok := amqp.PropDeliveryModeOK(p.props); ok && dm != 1 && dm != 2 {
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid message: {delivery_mode_unknown,%d}", dm)
 	}
 	if err := p.senderSelected(); err != nil {
 		return err
@@ -262,6 +268,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	}
 	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.props)
 	defer v.releaseScratch(s)
+	ch.tracePublish(p, s.queues)
 	routed, dropped := v.deliver(msg, s.queues, done, ch.c.flushCtx())
 	v.stats.routed(ch.c.id, routed, m.Mandatory)
 	if s.found && !routed && m.Mandatory {
@@ -289,6 +296,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	if !ok {
 		return ch.c.out.sendMethod(ch.id, &amqp.BasicGetEmpty{})
 	}
+	ch.traceDeliver(q, e)
 	ch.mu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
@@ -315,12 +323,9 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	ch.mu.Lock()
 	ds, ok := ch.unacked.Take(tag, multiple, nil)
 	limited := false
-	for _, d := range ds {
-		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
-			k.unacked--
-			ch.acking--
-			limited = limited || k.prefetch > 0 || ch.globalPrefetch > 0
-		}
+	if ch.tx == nil {
+		// In a transaction the credit comes back at tx.commit.
+		limited = ch.releaseCreditLocked(ds)
 	}
 	ch.mu.Unlock()
 	ch.c.unackedChanged(-len(ds))
@@ -337,6 +342,20 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 		ch.kick()
 	}
 	return nil
+}
+
+// releaseCreditLocked gives back the prefetch credit that settled consumer
+// deliveries held, and reports whether a limit applied to any of them (so
+// that consumers may get more now). ch.mu is held.
+func (ch *channel) releaseCreditLocked(ds []ack.Delivery) (limited bool) {
+	for _, d := range ds {
+		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
+			k.unacked--
+			ch.acking--
+			limited = limited || k.prefetch > 0 || ch.globalPrefetch > 0
+		}
+	}
+	return limited
 }
 
 // applySettle acknowledges, requeues or drops settled deliveries. With
@@ -384,10 +403,11 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 	}
 	ch.mu.Unlock()
 	ch.c.unackedChanged(-len(ds))
-	requeueGrouped(ds)
 	if sync {
+		// recover-ok goes out ahead of the redeliveries, as in RabbitMQ.
 		ch.c.out.sendMethod(ch.id, &amqp.BasicRecoverOk{})
 	}
+	requeueGrouped(ds)
 	return nil
 }
 
@@ -434,6 +454,7 @@ func (ch *channel) txCommit() error {
 		qs := append([]*queue.Queue(nil), s.queues...)
 		found := s.found
 		v.releaseScratch(s)
+		ch.tracePublish(p, qs)
 		entries := v.reserve(msg, qs)
 		if len(entries) > 0 {
 			ops = append(ops, persist.PublishOp{MsgID: msg.StoreID, Msg: messageRecord(msg), Entries: entries})
@@ -470,7 +491,19 @@ func (ch *channel) txCommit() error {
 			return amqp.Errorf(amqp.InternalError, 0, 0, "transaction could not be made durable: %v", err)
 		}
 	}
-	return ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
+	err := ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
+	// The committed settlements give their prefetch credit back now:
+	// deliveries it makes room for follow commit-ok.
+	limited := false
+	ch.mu.Lock()
+	for _, s := range settles {
+		limited = ch.releaseCreditLocked(s.Deliveries) || limited
+	}
+	ch.mu.Unlock()
+	if limited {
+		ch.kick()
+	}
+	return err
 }
 
 func (ch *channel) txRollback() error {
@@ -486,12 +519,7 @@ func (ch *channel) txRollback() error {
 func (ch *channel) rollback() {
 	ds := ch.tx.Rollback()
 	ch.mu.Lock()
-	for _, d := range ds {
-		if k, isConsumer := d.Consumer.(*consumer); isConsumer {
-			k.unacked++
-			ch.acking++
-		}
-	}
+	// Their credit was never given back (see settle).
 	ch.unacked.Restore(ds)
 	ch.mu.Unlock()
 	ch.c.unackedChanged(len(ds))
@@ -543,14 +571,55 @@ func (ch *channel) checkUserID(props []byte) error {
 		"user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
 }
 
+// maxExpiration caps a message TTL (RabbitMQ takes any non-negative
+// integer; beyond a century it makes no difference).
+const maxExpiration = 100 * 365 * 24 * time.Hour
+
 // parseExpiration reads the expiration property: a whole number of
-// milliseconds.
+// milliseconds, optionally signed, as Erlang's string:to_integer reads it
+// for RabbitMQ; negative numbers and trailing characters are refused
+// (expirationError says why).
 func parseExpiration(exp string) (time.Duration, bool) {
-	ttl, err := strconv.ParseUint(exp, 10, 32)
-	if err != nil {
+	n, rest, ok := leadingInteger(exp)
+	if !ok || rest != "" || n.Sign() < 0 {
 		return 0, false
 	}
-	return time.Duration(ttl) * time.Millisecond, true
+	if !n.IsInt64() || n.Int64() > int64(maxExpiration/time.Millisecond) {
+		return maxExpiration, true
+	}
+	return time.Duration(n.Int64()) * time.Millisecond, true
+}
+
+// expirationError is RabbitMQ's reason for refusing exp.
+func expirationError(exp string) string {
+	n, rest, ok := leadingInteger(exp)
+	switch {
+	case !ok:
+		return "no_integer"
+	case rest != "":
+		return fmt.Sprintf("{leftover_string,%q}", rest)
+	case n.Sign() < 0:
+		return fmt.Sprintf("{value_negative,%s}", n)
+	}
+	return "no_integer"
+}
+
+// leadingInteger reads an optionally signed decimal integer at the start
+// of s and returns it with what follows it.
+func leadingInteger(s string) (*big.Int, string, bool) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return nil, s, false
+	}
+	n, ok := new(big.Int).SetString(s[:j], 10)
+	return n, s[j:], ok
 }
 
 func priority(props []byte) uint8 {

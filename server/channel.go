@@ -85,7 +85,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 	ch := k.ch
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closed || !ch.flowActive {
+	if ch.closed || !ch.flowActive || ch.c.stopped.Load() {
 		return queue.Refused
 	}
 	if !k.noAck {
@@ -126,6 +126,7 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		fs, _ = q.DispatchContext().(*flushSet)
 	}
 	out.deferLocked(fs)
+	ch.traceDeliver(q, e)
 	if k.noAck {
 		ch.c.vhost.settleStored([]ack.Delivery{{Tag: tag, Queue: q, Entry: e}})
 		return queue.Settled
@@ -170,7 +171,8 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	if !ok {
 		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "%v", err)
 	}
-	if ae.ClassID == 0 && ae.MethodID == 0 && !ae.Hard() {
+	if ae.ClassID == 0 && ae.MethodID == 0 {
+		// Soft or hard, the close names the method that caused it.
 		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
 	}
 	if ae.Hard() {
@@ -292,6 +294,10 @@ func (ch *channel) shutdown() {
 		slices.SortFunc(pending, func(a, b ack.Delivery) int { return cmp.Compare(a.Tag, b.Tag) })
 	}
 
+	// Requeued before the consumers go: a single active consumer's
+	// successor then gets these first, in their order, ahead of newer
+	// messages (the closed channel refuses them meanwhile).
+	requeueGrouped(pending)
 	ch.dropReplyConsumer()
 	for _, k := range consumers {
 		if k.q == nil {
@@ -302,7 +308,6 @@ func (ch *channel) shutdown() {
 			ch.c.vhost.deleteQueueIfUnused(k.q)
 		}
 	}
-	requeueGrouped(pending)
 }
 
 // requeueGrouped returns deliveries to their queues, one call per run of
@@ -347,8 +352,11 @@ func (ch *channel) kick() {
 func (ch *channel) handleContent(f amqp.Frame) error {
 	p := ch.pub
 	if f.Type == amqp.FrameHeader {
-		if p == nil || p.gotHdr {
+		if p == nil {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
+		}
+		if p.gotHdr {
+			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content body, got non content body frame instead")
 		}
 		h, err := amqp.DecodeContentHeader(f.Payload)
 		if err != nil {
@@ -359,6 +367,10 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 				return amqp.Errorf(amqp.InternalError, 0, 0, "cannot decode content properties: %v", err)
 			}
 			return err
+		}
+		if h.Weight != 0 {
+			// RabbitMQ takes only weight 0 for a content header.
+			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
 		}
 		if h.ClassID != 60 {
 			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got one for class %d instead", h.ClassID)

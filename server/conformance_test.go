@@ -32,7 +32,8 @@ func TestConformance(t *testing.T) {
 			srv.SetMaxMessageSize(uint64(n))
 			return nil
 		},
-		Admin: serverAdmin{srv},
+		Admin:      serverAdmin{srv},
+		SetTracing: func(on bool) error { return srv.SetTracing("/", on) },
 		MemoryAlarm: func(on bool) error {
 			if on {
 				srv.SetMemoryHighWatermark(1)

@@ -58,6 +58,11 @@ type conn struct {
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
 	closing bool
+	// stopped is set once the connection is closing (either side sent
+	// connection.close, or it dropped): no channel takes another delivery
+	// (one closing channel's requeued messages must not go to its
+	// siblings).
+	stopped atomic.Bool
 
 	forceOnce sync.Once
 	quit      chan struct{} // closed when the broker closes the connection
@@ -221,6 +226,7 @@ func (c *conn) logEnd(err error) {
 // any goroutine.
 func (c *conn) forceClose(reason string) {
 	c.forceOnce.Do(func() {
+		c.stopped.Store(true)
 		close(c.quit)
 		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
 		// Give the client a moment to answer close-ok, then cut the socket.
@@ -490,6 +496,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 // cleanupChannels closes every channel: consumers cancelled, unacked
 // messages requeued.
 func (c *conn) cleanupChannels() {
+	// No channel takes a delivery from here on: messages one closing
+	// channel requeues must not go to a sibling.
+	c.stopped.Store(true)
 	for id, ch := range c.channels {
 		ch.shutdown()
 		c.removeChannel(id)
@@ -603,6 +612,10 @@ func (c *conn) handshake() error {
 			// with connection.close.
 			return c.refuse(ae)
 		}
+		if errors.As(err, &ae) && ae.Code == amqp.CommandInvalid && ae.ClassID == 10 {
+			// And another connection method (close included) with 504.
+			return c.refuse(amqp.Errorf(amqp.ChannelError, ae.ClassID, ae.MethodID, "unexpected method in connection state opening"))
+		}
 		return err
 	}
 	vh := c.srv.vhost(open.VirtualHost)
@@ -674,10 +687,8 @@ func expectMethod[M amqp.Method](c *conn, dst *M) error {
 		}
 		want, ok := m.(M)
 		if !ok {
-			if _, isClose := m.(*amqp.ConnectionClose); isClose {
-				c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
-				return errClosed
-			}
+			// connection.close included: before tune-ok RabbitMQ drops
+			// the socket without close-ok.
 			return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unexpected method %s during handshake", m.Name())
 		}
 		*dst = want

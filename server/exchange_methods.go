@@ -125,13 +125,16 @@ func (ch *channel) bindExchanges(dst, src, key string, args amqp.Table, bind, no
 		return err
 	}
 	b := binding.Binding{Dest: binding.Destination{Kind: binding.Exchange, Name: dst}, Key: key, Args: cloneArgs(args)}
+	if !bind {
+		if err := ch.c.vhost.unbind(src, b, ch.c.id); err != nil {
+			return err
+		}
+		return ch.reply(noWait, &amqp.ExchangeUnbindOk{})
+	}
 	if err := ch.c.vhost.changeBinding(src, b, bind); err != nil {
 		return err
 	}
-	if bind {
-		return ch.reply(noWait, &amqp.ExchangeBindOk{})
-	}
-	return ch.reply(noWait, &amqp.ExchangeUnbindOk{})
+	return ch.reply(noWait, &amqp.ExchangeBindOk{})
 }
 
 func cloneArgs(t amqp.Table) map[string]any {
@@ -176,6 +179,42 @@ func (v *vhost) changeBinding(src string, b binding.Binding, bind bool) error {
 	}
 	if e.Unbind(b) {
 		if durable {
+			v.logStoreErr(v.store.DeleteBinding(bindingRecord(v.name, src, b)))
+		}
+		v.maybeAutoDeleteExchange(e)
+	}
+	return nil
+}
+
+// unbind removes b from exchange src for connection owner. As in RabbitMQ,
+// it is idempotent: a binding that does not exist, or whose source or
+// destination does not, is already removed. Only removing an existing
+// binding of another connection's exclusive queue is refused (405).
+func (v *vhost) unbind(src string, b binding.Binding, owner uint64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e := v.exchanges[src]
+	if e == nil {
+		return nil
+	}
+	if b.Dest.Kind == binding.Queue {
+		q := v.queues[b.Dest.Name]
+		if q == nil {
+			return nil
+		}
+		if q.Exclusive && q.Owner != owner {
+			for _, have := range e.Bindings() {
+				if have.Dest == b.Dest && have.Key == b.Key && binding.ArgsEqual(have.Args, b.Args) {
+					return lockedQueue(b.Dest.Name, v.name)
+				}
+			}
+			return nil
+		}
+	} else if v.exchanges[b.Dest.Name] == nil {
+		return nil
+	}
+	if e.Unbind(b) {
+		if v.bindingDurable(src, b.Dest) {
 			v.logStoreErr(v.store.DeleteBinding(bindingRecord(v.name, src, b)))
 		}
 		v.maybeAutoDeleteExchange(e)

@@ -64,10 +64,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	v := ch.c.vhost
 	name := m.Queue
 	if m.Passive {
-		var err error
-		if name, err = ch.queueName(name); err != nil {
-			return err
-		}
+		// No empty-name shortcut here: RabbitMQ looks the queue '' up.
 		q, err := ch.findQueue(name)
 		if err != nil {
 			return err
@@ -211,10 +208,13 @@ func (ch *channel) bindQueue(queueName, exchange, key string, args amqp.Table, b
 	if err := ch.checkBindSource(exchange, key); err != nil {
 		return err
 	}
+	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(args)}
+	if !bind {
+		return ch.c.vhost.unbind(exchange, b, ch.c.id)
+	}
 	if _, err := ch.findQueue(name); err != nil {
 		return err
 	}
-	b := binding.Binding{Dest: binding.Destination{Kind: binding.Queue, Name: name}, Key: key, Args: cloneArgs(args)}
 	return ch.c.vhost.changeBinding(exchange, b, bind)
 }
 

@@ -131,6 +131,11 @@ func (s *Server) SetMaxMessageSize(n uint64) { s.maxMessageSize.Store(n) }
 // Close releases what New opened, for a server whose Serve was never
 // called; Serve does it itself when it returns.
 func (s *Server) Close() error {
+	s.vhostsMu.RLock()
+	for _, v := range s.vhosts {
+		v.setTracing(false)
+	}
+	s.vhostsMu.RUnlock()
 	if s.ln != nil {
 		s.ln.Close()
 	}

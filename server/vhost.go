@@ -35,6 +35,9 @@ type vhost struct {
 	// conns counts the open connections, for the max-connections limit.
 	conns atomic.Int64
 	stats vhostStats // message_stats counters (stats.go)
+	// tracing is on while the firehose is (trace.go); tr is its state.
+	tracing atomic.Bool
+	tr      tracer
 }
 
 func newVhost(s *Server, name string) *vhost {
@@ -60,6 +63,7 @@ func newVhost(s *Server, name string) *vhost {
 		{Name: "amq.topic", Kind: exchange.Topic, Durable: true},
 		{Name: "amq.headers", Kind: exchange.Headers, Durable: true},
 		{Name: "amq.match", Kind: exchange.Headers, Durable: true},
+		{Name: traceExchange, Kind: exchange.Topic, Durable: true, Internal: true},
 	} {
 		v.addExchange(d)
 	}

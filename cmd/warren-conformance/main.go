@@ -55,7 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	target := conformance.Target{URL: *url}
 	if *mgmtURL != "" {
-		target.Admin = conformance.HTTPAdmin{Base: *mgmtURL}
+		admin := conformance.HTTPAdmin{Base: *mgmtURL}
+		target.Admin = admin
+		target.SetTracing = func(on bool) error { return admin.SetTracing(target.VHost(), on) }
 	}
 	passed, failed := 0, 0
 	for _, c := range conformance.Cases() {

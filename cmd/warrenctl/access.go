@@ -21,7 +21,7 @@ func (c *cli) accessCmds() []*cobra.Command {
 		c.listAt("list_vhosts", "List virtual hosts", path("vhosts"), []column{
 			{"NAME", "name"}, {"DESCRIPTION", "description"}, {"TAGS", "tags"}, {"MESSAGES", "messages"},
 		}),
-		c.addVHostCmd(), c.deleteVHostCmd(),
+		c.addVHostCmd(), c.deleteVHostCmd(), c.traceCmd("trace_on", true), c.traceCmd("trace_off", false),
 		c.listPermissionsCmd(), c.setPermissionsCmd(), c.clearPermissionsCmd(),
 		c.listTopicPermissionsCmd(), c.setTopicPermissionsCmd(), c.clearTopicPermissionsCmd(),
 		c.listVHostLimitsCmd(), c.setVHostLimitsCmd(), c.clearVHostLimitsCmd(),
@@ -152,6 +152,31 @@ func (c *cli) addVHostCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tags, "tags", "", "comma-separated tags")
 	cmd.Flags().StringVar(&dqt, "default-queue-type", "", "default queue type (classic)")
 	return cmd
+}
+
+// traceCmd turns the firehose of the -p vhost on or off, as rabbitmqctl
+// trace_on and trace_off do. The vhost's description, tags and default
+// queue type are written back unchanged.
+func (c *cli) traceCmd(use string, on bool) *cobra.Command {
+	state := map[bool]string{true: "enabled", false: "disabled"}[on]
+	return &cobra.Command{
+		Use: use, Short: "Turn tracing (the amq.rabbitmq.trace firehose) of the vhost (-p) " + map[bool]string{true: "on", false: "off"}[on], Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			var v map[string]any
+			if err := c.client().get(path("vhosts", c.vhost), &v); err != nil {
+				return err
+			}
+			body := map[string]any{"description": v["description"], "tags": v["tags"], "tracing": on}
+			if dqt, ok := v["default_queue_type"].(string); ok && dqt != "undefined" {
+				body["default_queue_type"] = dqt
+			}
+			if _, err := c.client().do(http.MethodPut, path("vhosts", c.vhost), body); err != nil {
+				return err
+			}
+			c.done("Trace %s for vhost %s", state, c.vhost)
+			return nil
+		},
+	}
 }
 
 func (c *cli) deleteVHostCmd() *cobra.Command {

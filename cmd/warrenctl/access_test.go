@@ -38,6 +38,16 @@ func TestAccessCommands(t *testing.T) {
 	}
 	conn.Close()
 
+	ctl(t, base, "trace_on", "-p", "shop")
+	vh := vhostJSON(t, base, "shop")
+	if vh["tracing"] != true || vh["description"] != "the shop" {
+		t.Fatalf("after trace_on: %v", vh)
+	}
+	ctl(t, base, "trace_off", "-p", "shop")
+	if vh = vhostJSON(t, base, "shop"); vh["tracing"] != false || vh["description"] != "the shop" {
+		t.Fatalf("after trace_off: %v", vh)
+	}
+
 	out := ctl(t, base, "list_users")
 	if !strings.Contains(out, "alice") || !strings.Contains(out, "management") {
 		t.Fatalf("list_users:\n%s", out)
@@ -122,4 +132,20 @@ func TestAccessCommands(t *testing.T) {
 	if _, err := ctlErr(base, "", "delete_user", "alice"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("deleting a missing user: %v", err)
 	}
+}
+
+// vhostJSON returns vhost name as list_vhosts --format json shows it.
+func vhostJSON(t *testing.T, base, name string) map[string]any {
+	t.Helper()
+	var vs []map[string]any
+	if err := json.Unmarshal([]byte(ctl(t, base, "--format", "json", "list_vhosts")), &vs); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if v["name"] == name {
+			return v
+		}
+	}
+	t.Fatalf("no vhost %s in %v", name, vs)
+	return nil
 }
