@@ -21,6 +21,11 @@ func TestLargeMessageKill9(t *testing.T) {
 	}
 	b := &childBroker{t: t, dir: t.TempDir(), addr: freeAddr(t)}
 	url := "amqp://guest:guest@" + b.addr + "/"
+	// 127 MiB through a race-built child on a busy machine can take a
+	// while between frames: a generous heartbeat.
+	dial := func() (*amqp091.Connection, error) {
+		return amqp091.DialConfig(url, amqp091.Config{Heartbeat: 2 * time.Minute})
+	}
 	body := make([]byte, 127<<20)
 	for i := range body {
 		body[i] = byte(i*7 + i>>20)
@@ -28,7 +33,7 @@ func TestLargeMessageKill9(t *testing.T) {
 	want := sha256.Sum256(body)
 	for round, wait := range []time.Duration{0, 400 * time.Millisecond} {
 		b.start()
-		conn, err := amqp091.Dial(url)
+		conn, err := dial()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +58,7 @@ func TestLargeMessageKill9(t *testing.T) {
 		conn.Close()
 
 		b.start()
-		conn, err = amqp091.Dial(url)
+		conn, err = dial()
 		if err != nil {
 			t.Fatalf("round %d: broker after the kill: %v", round, err)
 		}
