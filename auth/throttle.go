@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"net"
 	"sync"
 	"time"
@@ -53,9 +52,10 @@ type ThrottleConfig struct {
 	MaxKeys int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Sleep waits d or until ctx is done (default: a timer); tests inject
-	// one that records the delays.
-	Sleep func(ctx context.Context, d time.Duration) error
+	// Sleep waits d or until cancel is closed, and reports whether it
+	// waited all of d (default: a timer); tests inject one that records
+	// the delays.
+	Sleep func(d time.Duration, cancel <-chan struct{}) bool
 }
 
 // failures is one key's record.
@@ -94,14 +94,14 @@ func NewThrottle(cfg ThrottleConfig) *Throttle {
 	return &Throttle{cfg: cfg, sources: map[string]*failures{}, users: map[string]*failures{}}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+func sleep(d time.Duration, cancel <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+		return true
+	case <-cancel:
+		return false
 	}
 }
 
@@ -190,12 +190,13 @@ func (a *Attempt) End() {
 	a.t.mu.Unlock()
 }
 
-// Sleep waits d (a Failure's Delay) or until ctx is done.
-func (t *Throttle) Sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d (a Failure's Delay) or until cancel is closed (the
+// connection or request is gone), and reports whether it waited all of d.
+func (t *Throttle) Sleep(d time.Duration, cancel <-chan struct{}) bool {
 	if d <= 0 {
-		return nil
+		return true
 	}
-	return t.cfg.Sleep(ctx, d)
+	return t.cfg.Sleep(d, cancel)
 }
 
 // delay is the delay of a key's n-th failure.
