@@ -513,3 +513,16 @@ func (s *Server) overview() overviewJSON {
 		MessageStats: messageStats(view.node, rates.node, allCounters),
 	}
 }
+
+// Names and vhosts of list items, read without encoding them (paging.go,
+// authz.go).
+
+func (j queueJSON) itemName() string      { return j.Name }
+func (j queueJSON) itemVHost() string     { return j.VHost }
+func (j exchangeJSON) itemName() string   { return j.Name }
+func (j exchangeJSON) itemVHost() string  { return j.VHost }
+func (j bindingJSON) itemVHost() string   { return j.VHost }
+func (j vhostJSON) itemName() string      { return j.Name }
+func (j connectionJSON) itemName() string { return j.Name }
+func (j channelJSON) itemName() string    { return j.Name }
+func (j userJSON) itemName() string       { return j.Name }
