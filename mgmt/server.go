@@ -97,7 +97,12 @@ func New(broker *server.Server, opts Options) *Server {
 	perObject := prometheus.NewRegistry()
 	perObject.MustRegister(newQueueCollector(broker, opts.PerObjectMetricsLimit))
 	s.perObject = promhttp.HandlerFor(perObject, promhttp.HandlerOpts{})
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// A client may not hold a connection (and, for a heavy request, one
+	// of the few turns) for ever by sending or reading slowly.
+	s.http = &http.Server{
+		Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+	}
 	return s
 }
 
