@@ -146,8 +146,12 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (auth.User
 		unauthorized(w, r)
 		return auth.User{}, false
 	}
-	if s.broker.LoopbackOnly(u.Name) && !isLoopback(r.RemoteAddr) {
-		s.log.Warn().Str("user", name).Str("address", source).Msg("HTTP access denied: user can only log in via localhost")
+	// A loopback user must also have addressed the API by a loopback
+	// name: a page of another site that rebinds its own name to 127.0.0.1
+	// sends its name as Host, and must not get in with guest/guest.
+	if s.broker.LoopbackOnly(u.Name) && (!isLoopback(r.RemoteAddr) || !loopbackHost(r.Host)) {
+		s.log.Warn().Str("user", name).Str("address", source).Str("host", r.Host).
+			Msg("HTTP access denied: user can only log in via localhost")
 		writeError(w, http.StatusUnauthorized, "not_authorised", "User can only log in via localhost")
 		return auth.User{}, false
 	}
@@ -165,6 +169,19 @@ func isLoopback(remote string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// loopbackHost reports whether a Host header names a loopback address:
+// localhost (or a name under .localhost), or a loopback IP.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	return isLoopback(host)
+}
+
 // admit applies steps 3 to 5 to a matched route.
 func (s *Server) admit(q *request, rt route) error {
 	if err := s.authorize(q, rt); err != nil {
@@ -176,7 +193,7 @@ func (s *Server) admit(q *request, rt route) error {
 			return notFound()
 		}
 	}
-	if hasBody(r) {
+	if !safeMethod(r.Method) && hasBody(r) {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "application/json" {
 			return &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json", nil}

@@ -112,7 +112,7 @@ func TestHeavyRequestsTakeTurns(t *testing.T) {
 	s := New(b, Options{MaxHeavyRequests: 1, HeavyWait: time.Millisecond})
 	get := func(path string) int {
 		req := httptest.NewRequest("GET", path, nil)
-		req.RemoteAddr = "127.0.0.1:1"
+		req.RemoteAddr, req.Host = "127.0.0.1:1", "localhost:15672"
 		req.SetBasicAuth("guest", "guest")
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)

@@ -19,10 +19,14 @@ import (
 
 // serveFrom sends req straight to the management handler as if it came
 // from remote (no traffic leaves the process), with guest's credentials
-// unless req has some.
+// unless req has some, addressed to localhost:15672 unless it names
+// another host.
 func (e *env) serveFrom(remote string, req *http.Request) *httptest.ResponseRecorder {
 	e.t.Helper()
 	req.RemoteAddr = remote
+	if req.Host == "example.com" { // httptest.NewRequest's default
+		req.Host = "localhost:15672"
+	}
 	if _, _, ok := req.BasicAuth(); !ok {
 		req.SetBasicAuth("guest", "guest")
 	}
@@ -71,6 +75,17 @@ func TestLoopbackUsersOnAPI(t *testing.T) {
 	req.SetBasicAuth("ops", "pw")
 	if rec := e.serveFrom(remote, req); rec.Code != 200 {
 		t.Fatalf("ops from %s: %d %s", remote, rec.Code, rec.Body)
+	}
+	// A page of another site whose name was rebound to 127.0.0.1 reaches
+	// the API from loopback, but under its own name.
+	for host, want := range map[string]int{
+		"evil.example:15672": 401, "127.0.0.1:15672": 200, "[::1]:15672": 200, "localhost": 200, "LOCALHOST.:15672": 200,
+	} {
+		req := httptest.NewRequest("GET", "/api/overview", nil)
+		req.Host = host
+		if rec := e.serveFrom("127.0.0.1:5555", req); rec.Code != want {
+			t.Errorf("guest from loopback to Host %s: %d, want %d", host, rec.Code, want)
+		}
 	}
 }
 
