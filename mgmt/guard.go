@@ -41,6 +41,7 @@ const (
 	defaultMaxHeavyRequests = 4
 	defaultHeavyWait        = 10 * time.Second
 	defaultPerObjectLimit   = 10_000
+	scrapeTurns             = 2 // unauthenticated /metrics scrapes at once
 )
 
 // safeMethod reports whether method only reads.
@@ -232,19 +233,20 @@ func tooLarge(limit int64) error {
 // errBusy answers a heavy request that found no turn in time.
 var errBusy = &httpError{http.StatusServiceUnavailable, "service_unavailable", "too many concurrent requests; retry later", nil}
 
-// turn waits for one of the heavy requests' turns, for at most
-// Options.HeavyWait; release gives it back.
-func (s *Server) turn(r *http.Request) (release func(), err error) {
+// turn waits for one of the turns of pool (Server.heavy, or
+// Server.scrapes for unauthenticated scrapes, which therefore cannot
+// starve the API), for at most Options.HeavyWait; release gives it back.
+func (s *Server) turn(r *http.Request, pool chan struct{}) (release func(), err error) {
 	select {
-	case s.heavy <- struct{}{}:
-		return func() { <-s.heavy }, nil
+	case pool <- struct{}{}:
+		return func() { <-pool }, nil
 	default:
 	}
 	t := time.NewTimer(s.opts.HeavyWait)
 	defer t.Stop()
 	select {
-	case s.heavy <- struct{}{}:
-		return func() { <-s.heavy }, nil
+	case pool <- struct{}{}:
+		return func() { <-pool }, nil
 	case <-t.C:
 		return nil, errBusy
 	case <-r.Context().Done():

@@ -61,6 +61,7 @@ type Server struct {
 	perObject http.Handler // per queue, bounded, for monitoring users
 	sampler   *sampler
 	heavy     chan struct{} // a token per heavy request in progress
+	scrapes   chan struct{} // a token per unauthenticated /metrics scrape in progress
 }
 
 // New returns a management server for broker; Listen opens its socket.
@@ -80,7 +81,7 @@ func New(broker *server.Server, opts Options) *Server {
 	if opts.PerObjectMetricsLimit <= 0 {
 		opts.PerObjectMetricsLimit = defaultPerObjectLimit
 	}
-	s := &Server{broker: broker, opts: opts, sampler: newSampler(broker), heavy: make(chan struct{}, opts.MaxHeavyRequests)}
+	s := &Server{broker: broker, opts: opts, sampler: newSampler(broker), heavy: make(chan struct{}, opts.MaxHeavyRequests), scrapes: make(chan struct{}, scrapeTurns)}
 	if opts.Log != nil {
 		s.log = *opts.Log
 	} else {
@@ -159,7 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	switch {
 	case path == "/metrics":
-		s.serveMetrics(w, r, s.metrics)
+		s.serveMetrics(w, r, s.metrics, s.scrapes)
 		return
 	case path == "/metrics/per-object":
 		if u, ok := s.authenticate(w, r); !ok {
@@ -168,7 +169,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitor user")
 			return
 		}
-		s.serveMetrics(w, r, s.perObject)
+		s.serveMetrics(w, r, s.perObject, s.heavy)
 		return
 	case isUIPath(path):
 		serveUI(w, r)
@@ -212,7 +213,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if rt.heavy {
-			release, err := s.turn(r)
+			release, err := s.turn(r, s.heavy)
 			if err != nil {
 				s.fail(w, r, err)
 				return
@@ -231,10 +232,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 }
 
-// serveMetrics serves a Prometheus scrape in one of the heavy requests'
-// turns.
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	release, err := s.turn(r)
+// serveMetrics serves a Prometheus scrape in one of pool's turns.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, h http.Handler, pool chan struct{}) {
+	release, err := s.turn(r, pool)
 	if err != nil {
 		s.fail(w, r, err)
 		return
