@@ -153,3 +153,28 @@ func TestHeavyRequestsTakeTurns(t *testing.T) {
 		t.Fatalf("%d heavy and %d scrape turns not given back", len(s.heavy), len(s.scrapes))
 	}
 }
+
+// TestMessageStatsJSON checks that message_stats, written without maps,
+// is byte for byte what encoding/json writes for the map it replaces.
+func TestMessageStatsJSON(t *testing.T) {
+	var c counts
+	var r [nCounters]float64
+	for i := range c {
+		c[i] = uint64(i*i*1000 + 7)
+		r[i] = []float64{0, 0.1, 2.5, 1234.5, 3e21, 1e-7}[i%6]
+	}
+	for _, which := range [][]int{queueCounters, allCounters} {
+		want := map[string]any{}
+		for _, i := range which {
+			want[counterNames[i]] = c[i]
+			want[counterNames[i]+"_details"] = map[string]float64{"rate": round1(r[i])}
+		}
+		want["deliver_get"] = c[cDeliver] + c[cDeliverNoAck] + c[cGet] + c[cGetNoAck]
+		want["deliver_get_details"] = map[string]float64{"rate": round1(r[cDeliver] + r[cDeliverNoAck] + r[cGet] + r[cGetNoAck])}
+		wb, _ := json.Marshal(want)
+		gb, err := json.Marshal(messageStats(c, r, which))
+		if err != nil || string(gb) != string(wb) {
+			t.Fatalf("message_stats:\n got %s (%v)\nwant %s", gb, err, wb)
+		}
+	}
+}
