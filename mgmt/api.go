@@ -21,6 +21,8 @@ func (s *Server) apiRoutes() []route {
 	policy := func(rt route) route { rt.access = accessPolicy; return rt }
 	own := func(rt route) route { rt.scope = scopeOwn; return rt }
 	vhostNames := func(rt route) route { rt.scope = scopeVHostName; return rt }
+	// heavy: the route walks every object of a kind (a list, the sampler's
+	// reading of every queue's counters, a vhost's bindings).
 	heavy := func(rt route) route { rt.heavy = true; return rt }
 	bulk := func(rt route) route { rt.heavy, rt.bulk = true, true; return rt }
 	ownVHost := func(rt route) route { rt.ownVHostCheck = true; return rt }
@@ -29,7 +31,7 @@ func (s *Server) apiRoutes() []route {
 		monitor(r(get, "nodes", s.getNodes)),
 		monitor(r(get, "nodes/{node}", s.getNode)),
 		vhostNames(heavy(r(get, "vhosts", s.getVHosts))),
-		admin(r(get, "vhosts/{vhost}", s.getVHost)),
+		heavy(admin(r(get, "vhosts/{vhost}", s.getVHost))),
 		admin(ownVHost(r(put, "vhosts/{vhost}", s.putVHost))),
 		admin(r(del, "vhosts/{vhost}", s.deleteVHost)),
 		admin(r(get, "vhosts/{vhost}/permissions", s.getPermissions)),
@@ -84,7 +86,7 @@ func (s *Server) apiRoutes() []route {
 
 		heavy(r(get, "queues", s.getQueues)),
 		heavy(r(get, "queues/{vhost}", s.getQueues)),
-		r(get, "queues/{vhost}/{name}", s.getQueue),
+		heavy(r(get, "queues/{vhost}/{name}", s.getQueue)),
 		r(put, "queues/{vhost}/{name}", s.putQueue),
 		r(del, "queues/{vhost}/{name}", s.deleteQueue),
 		r(del, "queues/{vhost}/{name}/contents", s.purgeQueue),
@@ -93,18 +95,18 @@ func (s *Server) apiRoutes() []route {
 
 		heavy(r(get, "bindings", s.getBindings)),
 		heavy(r(get, "bindings/{vhost}", s.getBindings)),
-		r(get, "bindings/{vhost}/e/{source}/q/{dest}", s.getBindingsBetween("queue")),
-		r(get, "bindings/{vhost}/e/{source}/e/{dest}", s.getBindingsBetween("exchange")),
-		r(post, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue")),
-		r(post, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange")),
-		r(put, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue")),
-		r(put, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange")),
-		r(del, "bindings/{vhost}/e/{source}/q/{dest}", s.deleteBindingByBody("queue")),
-		r(del, "bindings/{vhost}/e/{source}/e/{dest}", s.deleteBindingByBody("exchange")),
-		r(get, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.getBinding("queue")),
-		r(get, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.getBinding("exchange")),
-		r(del, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.deleteBinding("queue")),
-		r(del, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.deleteBinding("exchange")),
+		heavy(r(get, "bindings/{vhost}/e/{source}/q/{dest}", s.getBindingsBetween("queue"))),
+		heavy(r(get, "bindings/{vhost}/e/{source}/e/{dest}", s.getBindingsBetween("exchange"))),
+		heavy(r(post, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue"))),
+		heavy(r(post, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange"))),
+		heavy(r(put, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue"))),
+		heavy(r(put, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/q/{dest}", s.deleteBindingByBody("queue"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/e/{dest}", s.deleteBindingByBody("exchange"))),
+		heavy(r(get, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.getBinding("queue"))),
+		heavy(r(get, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.getBinding("exchange"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.deleteBinding("queue"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.deleteBinding("exchange"))),
 
 		own(heavy(r(get, "connections", s.getConnections))),
 		r(get, "connections/{name}", s.getConnection),
