@@ -27,7 +27,9 @@ type Throttle struct {
 
 	mu                     sync.Mutex
 	sources, users         map[string]*failures
-	sourceSpill, userSpill failures // shared by keys past MaxKeys
+	sourceSpill, userSpill failures  // shared by keys past MaxKeys
+	refusedLogged          time.Time // when a refusal unchecked was last logged
+	refusedQuiet           int       // refusals unchecked not logged since
 }
 
 // ThrottleConfig tunes a Throttle; a zero field means its default.
@@ -124,6 +126,22 @@ type Attempt struct {
 	source  string
 	rec     *failures // counted in its pending, or nil
 	Refused bool      // too many attempts in flight from this failing source: refuse without checking
+}
+
+// LogRefusal reports whether a refusal unchecked (Attempt.Refused) should
+// be logged: once a second at most, so that a flood of them does not flood
+// the log, with how many were not logged since the last one.
+func (t *Throttle) LogRefusal() (ok bool, unlogged int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	if now.Sub(t.refusedLogged) < time.Second {
+		t.refusedQuiet++
+		return false, 0
+	}
+	t.refusedLogged = now
+	unlogged, t.refusedQuiet = t.refusedQuiet, 0
+	return true, unlogged
 }
 
 // Failure is what Failed recorded.

@@ -121,6 +121,24 @@ func TestThrottleBoundsItsRecords(t *testing.T) {
 	}
 }
 
+func TestThrottleLogsRefusalsOnceASecond(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	th := newTestThrottle(c)
+	if ok, n := th.LogRefusal(); !ok || n != 0 {
+		t.Fatalf("first refusal: log %v, %d unlogged", ok, n)
+	}
+	for range 5 {
+		c.advance(100 * time.Millisecond)
+		if ok, _ := th.LogRefusal(); ok {
+			t.Fatal("refusal logged twice within a second")
+		}
+	}
+	c.advance(600 * time.Millisecond)
+	if ok, n := th.LogRefusal(); !ok || n != 5 {
+		t.Fatalf("a second later: log %v, %d unlogged, want true, 5", ok, n)
+	}
+}
+
 func TestSourceOf(t *testing.T) {
 	for in, want := range map[string]string{
 		"10.1.2.3:5555": "10.1.2.3", "[::1]:80": "::1", "127.0.0.1": "127.0.0.1", "pipe": "", "": "",

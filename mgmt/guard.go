@@ -132,8 +132,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (auth.User
 	try := th.Begin(source)
 	defer try.End()
 	if try.Refused {
-		s.log.Warn().Str("user", name).Str("address", source).
-			Msg("HTTP login refused unchecked: too many failed logins in flight from this address")
+		if ok, n := th.LogRefusal(); ok {
+			s.log.Warn().Str("user", name).Str("address", source).Int("not_logged_since", n).
+				Msg("HTTP login refused unchecked: too many failed logins in flight from this address")
+		}
 		w.Header().Set("Retry-After", "3")
 		writeError(w, http.StatusTooManyRequests, "too_many_requests", "Too many failed logins from this address")
 		return auth.User{}, false

@@ -581,7 +581,9 @@ func (c *conn) handshake() error {
 		ev := c.log.Warn().Str("user", user).Str("mechanism", startOk.Mechanism)
 		switch {
 		case try != nil && try.Refused:
-			ev.Msg("login refused unchecked: too many failed logins in flight from this address")
+			if ok, n := c.srv.cfg.LoginThrottle.LogRefusal(); ok {
+				ev.Int("not_logged_since", n).Msg("login refused unchecked: too many failed logins in flight from this address")
+			}
 		case try != nil:
 			// The refusal is held back, longer with each failure of the
 			// address or the user (auth.Throttle).
