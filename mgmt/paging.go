@@ -199,7 +199,9 @@ func itemName(names jsonNames, it any) string {
 
 // fielder is a value that writes its own JSON and gives its fields by
 // their JSON names (messageStatsJSON).
-type fielder interface{ jsonField(name string) reflect.Value }
+type fielder interface {
+	jsonField(name string) reflect.Value
+}
 
 // field reads the value at a dotted path of JSON names in v (structs by
 // their json tags, maps by key), as JSON would decode it: numbers as

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,6 +295,22 @@ func statName(i int) string {
 		return "deliver_get"
 	}
 	return counterNames[i]
+}
+
+// jsonField gives a field of the object by its JSON name: a count, or
+// {name}_details as an object {"rate": r} (paging sorts by them).
+func (m messageStatsJSON) jsonField(name string) reflect.Value {
+	base, details := strings.CutSuffix(name, "_details")
+	for _, i := range m.order {
+		if statName(i) != base {
+			continue
+		}
+		if details {
+			return reflect.ValueOf(map[string]float64{"rate": m.r[i]})
+		}
+		return reflect.ValueOf(m.c[i])
+	}
+	return reflect.Value{}
 }
 
 // MarshalJSON implements json.Marshaler.
