@@ -56,22 +56,31 @@ var errCrossSite = &httpError{http.StatusForbidden, "forbidden", "cross-origin r
 // checkOrigin refuses a state-changing request that a browser sent from
 // another origin: its Origin header (sent by browsers with every
 // cross-origin request and every same-origin one that is not a GET) must
-// name the host the request was sent to; without Origin, Sec-Fetch-Site
-// must say same-origin (or none: the user typed it), and a Referer must be
-// of this host. Requests without any of these headers (curl,
-// rabbitmqadmin, client libraries) are not browsers' and pass.
+// name the host the request was sent to (its Host header, or the
+// X-Forwarded-Host a reverse proxy set: a page cannot add that header to
+// a cross-origin request without a CORS preflight, which the API never
+// grants); without Origin, Sec-Fetch-Site must say same-origin (or none:
+// the user typed it), and a Referer must be of this host. Requests without
+// any of these headers (curl, rabbitmqadmin, client libraries) are not
+// browsers' and pass.
 func checkOrigin(r *http.Request) error {
 	if safeMethod(r.Method) {
 		return nil
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	// A Host without a port was sent to the default port of the scheme
+	// the browser used, which is the Origin's (a TLS proxy in front of
+	// this plain listener included).
+	sameHost := func(u *url.URL) bool {
+		for _, h := range []string{r.Host, r.Header.Get("X-Forwarded-Host")} {
+			if h != "" && u.Host != "" && strings.EqualFold(hostPort(u.Scheme, u.Host), hostPort(u.Scheme, h)) {
+				return true
+			}
+		}
+		return false
 	}
-	self := hostPort(scheme, r.Host)
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || u.Host == "" || !strings.EqualFold(hostPort(u.Scheme, u.Host), self) {
+		if err != nil || !sameHost(u) {
 			return errCrossSite // "null" (a sandboxed frame, a file) included
 		}
 		return nil
@@ -83,7 +92,7 @@ func checkOrigin(r *http.Request) error {
 	}
 	if ref := r.Header.Get("Referer"); ref != "" {
 		u, err := url.Parse(ref)
-		if err != nil || !strings.EqualFold(hostPort(u.Scheme, u.Host), self) {
+		if err != nil || !sameHost(u) {
 			return errCrossSite
 		}
 	}
@@ -208,6 +217,9 @@ func (s *Server) admit(q *request, rt route) error {
 	}
 	if r.ContentLength > limit {
 		return tooLarge(limit)
+	}
+	if r.Body == nil {
+		r.Body = http.NoBody
 	}
 	r.Body = http.MaxBytesReader(q.w, r.Body, limit)
 	if rt.bulk {

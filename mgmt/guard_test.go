@@ -95,6 +95,7 @@ func TestLoopbackUsersOnAPI(t *testing.T) {
 // variants.
 func TestCrossSiteRequestsCannotAct(t *testing.T) {
 	e := start(t)
+	e.expect("PUT", "/api/users/ops", map[string]any{"password": "pw", "tags": "administrator"}, 201)
 	attack := `{"users":[{"name":"mallory","password":"x","tags":"administrator"}],"ignore":"="}`
 	send := func(method, path, ctype, body string, hdr map[string]string) (int, string) {
 		t.Helper()
@@ -145,6 +146,25 @@ func TestCrossSiteRequestsCannotAct(t *testing.T) {
 	if code, out := send("POST", "/api/definitions", "application/json; charset=utf-8", attack,
 		map[string]string{"Origin": e.base, "Sec-Fetch-Site": "same-origin", "X-Requested-With": "XMLHttpRequest"}); code != 204 || !created() {
 		t.Fatalf("same-origin JSON import: %d %s", code, out)
+	}
+	// Behind a TLS proxy that keeps the Host, or that says it in
+	// X-Forwarded-Host.
+	for _, hdr := range []map[string]string{
+		{"Origin": "https://broker.example", "Host": "broker.example"},
+		{"Origin": "https://broker.example", "X-Forwarded-Host": "broker.example"},
+	} {
+		req := httptest.NewRequest("PUT", "/api/vhosts/proxied", nil)
+		req.SetBasicAuth("ops", "pw")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		if h := hdr["Host"]; h != "" {
+			req.Host = h
+		}
+		rec := e.serveFrom("127.0.0.1:1", req)
+		if rec.Code/100 != 2 {
+			t.Errorf("through a proxy %v: %d %s", hdr, rec.Code, rec.Body)
+		}
 	}
 	// curl -X PUT without a body, and reads from anywhere, still work.
 	if code, out := send("PUT", "/api/vhosts/bare", "", "", nil); code != 201 {
