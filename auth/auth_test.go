@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -161,5 +162,25 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestNamesMustSurviveJSON(t *testing.T) {
+	db := New(nil)
+	long := strings.Repeat("v", 256)
+	if err := db.PutVHost(VHost{Name: long}); err == nil || !strings.Contains(err.Error(), "longer than 255") {
+		t.Fatalf("256-byte vhost name: %v", err)
+	}
+	if err := db.PutVHost(VHost{Name: long[:255]}); err != nil {
+		t.Fatalf("255-byte vhost name: %v", err)
+	}
+	if err := db.PutVHost(VHost{Name: "bad\xff"}); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("vhost name not UTF-8: %v", err)
+	}
+	if err := db.PutUser(User{Name: "bad\xc3"}); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("user name not UTF-8: %v", err)
+	}
+	if err := db.PutVHost(VHost{Name: "Zürich"}); err != nil {
+		t.Fatalf("UTF-8 vhost name: %v", err)
 	}
 }

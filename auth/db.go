@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Perm is a kind of access to a resource.
@@ -296,8 +297,8 @@ func (db *DB) Users() []User {
 
 // PutUser creates or replaces a user (its permissions stay).
 func (db *DB) PutUser(u User) error {
-	if u.Name == "" {
-		return errors.New("user name is empty")
+	if err := checkName("user", u.Name, 0); err != nil {
+		return err
 	}
 	if u.Hashing == "" {
 		u.Hashing = HashSHA256
@@ -367,13 +368,29 @@ func (db *DB) VHosts() []VHost {
 
 // PutVHost creates or updates a vhost's record.
 func (db *DB) PutVHost(v VHost) error {
-	if v.Name == "" {
-		return errors.New("vhost name is empty")
+	if err := checkName("vhost", v.Name, 255); err != nil {
+		return err
 	}
 	return db.change(func() error {
 		db.vhosts[v.Name] = &v
 		return nil
 	})
+}
+
+// checkName refuses an empty name, one longer than limit bytes (when
+// limit > 0: a vhost name travels in AMQP's connection.open as a short
+// string) and one that is not UTF-8, which JSON (the management API, a
+// definitions export) could not carry unchanged.
+func checkName(kind, name string, limit int) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s name is empty", kind)
+	case limit > 0 && len(name) > limit:
+		return fmt.Errorf("%s name is %d bytes long, longer than %d", kind, len(name), limit)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%s name is not valid UTF-8", kind)
+	}
+	return nil
 }
 
 // DeleteVHost removes a vhost's record and every permission in it.

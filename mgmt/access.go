@@ -135,6 +135,9 @@ func (s *Server) getUser(q *request) error {
 // as in RabbitMQ). With neither password nor hash the user cannot log in
 // with a password.
 func (s *Server) putUser(q *request) error {
+	if err := checkName("user", q.param("user"), 0); err != nil {
+		return err
+	}
 	var body map[string]any
 	if err := q.decode(&body); err != nil {
 		return err
@@ -414,6 +417,9 @@ func (s *Server) putVHost(q *request) error {
 		return err
 	}
 	name := q.param("vhost")
+	if err := checkName("vhost", name, 255); err != nil {
+		return err
+	}
 	_, existed := s.broker.Auth().VHost(name)
 	rec := auth.VHost{Name: name, Description: body.Description, Tags: tags, DefaultQueueType: body.DefaultQueueType}
 	if err := s.broker.AddVHost(rec); err != nil {

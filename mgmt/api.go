@@ -21,18 +21,23 @@ func (s *Server) apiRoutes() []route {
 	policy := func(rt route) route { rt.access = accessPolicy; return rt }
 	own := func(rt route) route { rt.scope = scopeOwn; return rt }
 	vhostNames := func(rt route) route { rt.scope = scopeVHostName; return rt }
+	// heavy: the route walks every object of a kind (a list, the sampler's
+	// reading of every queue's counters, a vhost's bindings).
+	heavy := func(rt route) route { rt.heavy = true; return rt }
+	bulk := func(rt route) route { rt.heavy, rt.bulk = true, true; return rt }
+	ownVHost := func(rt route) route { rt.ownVHostCheck = true; return rt }
 	return []route{
-		r(get, "overview", s.getOverview),
+		heavy(r(get, "overview", s.getOverview)),
 		monitor(r(get, "nodes", s.getNodes)),
 		monitor(r(get, "nodes/{node}", s.getNode)),
-		vhostNames(r(get, "vhosts", s.getVHosts)),
-		admin(r(get, "vhosts/{vhost}", s.getVHost)),
-		admin(r(put, "vhosts/{vhost}", s.putVHost)),
+		vhostNames(heavy(r(get, "vhosts", s.getVHosts))),
+		heavy(admin(r(get, "vhosts/{vhost}", s.getVHost))),
+		admin(ownVHost(r(put, "vhosts/{vhost}", s.putVHost))),
 		admin(r(del, "vhosts/{vhost}", s.deleteVHost)),
 		admin(r(get, "vhosts/{vhost}/permissions", s.getPermissions)),
 		admin(r(get, "vhosts/{vhost}/topic-permissions", s.getTopicPermissions)),
-		admin(r(get, "users", s.getUsers)),
-		admin(r(get, "users/without-permissions", s.getUsersWithoutPermissions)),
+		admin(heavy(r(get, "users", s.getUsers))),
+		admin(heavy(r(get, "users/without-permissions", s.getUsersWithoutPermissions))),
 		admin(r(post, "users/bulk-delete", s.bulkDeleteUsers)),
 		admin(r(get, "users/{user}", s.getUser)),
 		admin(r(put, "users/{user}", s.putUser)),
@@ -40,24 +45,24 @@ func (s *Server) apiRoutes() []route {
 		admin(r(get, "users/{user}/permissions", s.getPermissions)),
 		admin(r(get, "users/{user}/topic-permissions", s.getTopicPermissions)),
 		r(get, "whoami", s.getWhoami),
-		admin(r(get, "permissions", s.getPermissions)),
+		admin(heavy(r(get, "permissions", s.getPermissions))),
 		admin(r(get, "permissions/{vhost}/{user}", s.getPermission)),
-		admin(r(put, "permissions/{vhost}/{user}", s.putPermission)),
+		admin(ownVHost(r(put, "permissions/{vhost}/{user}", s.putPermission))),
 		admin(r(del, "permissions/{vhost}/{user}", s.deletePermission)),
-		admin(r(get, "topic-permissions", s.getTopicPermissions)),
+		admin(heavy(r(get, "topic-permissions", s.getTopicPermissions))),
 		admin(r(get, "topic-permissions/{vhost}/{user}", s.getTopicPermission)),
-		admin(r(put, "topic-permissions/{vhost}/{user}", s.putTopicPermission)),
+		admin(ownVHost(r(put, "topic-permissions/{vhost}/{user}", s.putTopicPermission))),
 		admin(r(del, "topic-permissions/{vhost}/{user}", s.deleteTopicPermission)),
 		r(get, "vhost-limits", s.getVHostLimits),
 		r(get, "vhost-limits/{vhost}", s.getVHostLimits),
-		admin(r(put, "vhost-limits/{vhost}/{name}", s.putVHostLimit)),
+		admin(ownVHost(r(put, "vhost-limits/{vhost}/{name}", s.putVHostLimit))),
 		admin(r(del, "vhost-limits/{vhost}/{name}", s.deleteVHostLimit)),
 		admin(r(get, "user-limits", s.getUserLimits)),
 		admin(r(get, "user-limits/{user}", s.getUserLimits)),
 		admin(r(put, "user-limits/{user}/{name}", s.putUserLimit)),
 		admin(r(del, "user-limits/{user}/{name}", s.deleteUserLimit)),
-		r(get, "policies", s.getPolicies),
-		r(get, "policies/{vhost}", s.getPolicies),
+		heavy(r(get, "policies", s.getPolicies)),
+		heavy(r(get, "policies/{vhost}", s.getPolicies)),
 		r(get, "policies/{vhost}/{name}", s.getPolicy),
 		policy(r(put, "policies/{vhost}/{name}", s.putPolicy)),
 		policy(r(del, "policies/{vhost}/{name}", s.deletePolicy)),
@@ -70,53 +75,53 @@ func (s *Server) apiRoutes() []route {
 		r(get, "health/checks/local-alarms", s.getAlarms),
 		r(get, "aliveness-test/{vhost}", s.getAliveness),
 
-		r(get, "exchanges", s.getExchanges),
-		r(get, "exchanges/{vhost}", s.getExchanges),
+		heavy(r(get, "exchanges", s.getExchanges)),
+		heavy(r(get, "exchanges/{vhost}", s.getExchanges)),
 		r(get, "exchanges/{vhost}/{name}", s.getExchange),
 		r(put, "exchanges/{vhost}/{name}", s.putExchange),
 		r(del, "exchanges/{vhost}/{name}", s.deleteExchange),
-		r(post, "exchanges/{vhost}/{name}/publish", s.publish),
-		r(get, "exchanges/{vhost}/{name}/bindings/source", s.getExchangeBindings),
-		r(get, "exchanges/{vhost}/{name}/bindings/destination", s.getExchangeBindings),
+		bulk(r(post, "exchanges/{vhost}/{name}/publish", s.publish)),
+		heavy(r(get, "exchanges/{vhost}/{name}/bindings/source", s.getExchangeBindings)),
+		heavy(r(get, "exchanges/{vhost}/{name}/bindings/destination", s.getExchangeBindings)),
 
-		r(get, "queues", s.getQueues),
-		r(get, "queues/{vhost}", s.getQueues),
-		r(get, "queues/{vhost}/{name}", s.getQueue),
+		heavy(r(get, "queues", s.getQueues)),
+		heavy(r(get, "queues/{vhost}", s.getQueues)),
+		heavy(r(get, "queues/{vhost}/{name}", s.getQueue)),
 		r(put, "queues/{vhost}/{name}", s.putQueue),
 		r(del, "queues/{vhost}/{name}", s.deleteQueue),
 		r(del, "queues/{vhost}/{name}/contents", s.purgeQueue),
-		r(post, "queues/{vhost}/{name}/get", s.getMessages),
-		r(get, "queues/{vhost}/{name}/bindings", s.getQueueBindings),
+		heavy(r(post, "queues/{vhost}/{name}/get", s.getMessages)),
+		heavy(r(get, "queues/{vhost}/{name}/bindings", s.getQueueBindings)),
 
-		r(get, "bindings", s.getBindings),
-		r(get, "bindings/{vhost}", s.getBindings),
-		r(get, "bindings/{vhost}/e/{source}/q/{dest}", s.getBindingsBetween("queue")),
-		r(get, "bindings/{vhost}/e/{source}/e/{dest}", s.getBindingsBetween("exchange")),
-		r(post, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue")),
-		r(post, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange")),
-		r(put, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue")),
-		r(put, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange")),
-		r(del, "bindings/{vhost}/e/{source}/q/{dest}", s.deleteBindingByBody("queue")),
-		r(del, "bindings/{vhost}/e/{source}/e/{dest}", s.deleteBindingByBody("exchange")),
-		r(get, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.getBinding("queue")),
-		r(get, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.getBinding("exchange")),
-		r(del, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.deleteBinding("queue")),
-		r(del, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.deleteBinding("exchange")),
+		heavy(r(get, "bindings", s.getBindings)),
+		heavy(r(get, "bindings/{vhost}", s.getBindings)),
+		heavy(r(get, "bindings/{vhost}/e/{source}/q/{dest}", s.getBindingsBetween("queue"))),
+		heavy(r(get, "bindings/{vhost}/e/{source}/e/{dest}", s.getBindingsBetween("exchange"))),
+		heavy(r(post, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue"))),
+		heavy(r(post, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange"))),
+		heavy(r(put, "bindings/{vhost}/e/{source}/q/{dest}", s.postBinding("queue"))),
+		heavy(r(put, "bindings/{vhost}/e/{source}/e/{dest}", s.postBinding("exchange"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/q/{dest}", s.deleteBindingByBody("queue"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/e/{dest}", s.deleteBindingByBody("exchange"))),
+		heavy(r(get, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.getBinding("queue"))),
+		heavy(r(get, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.getBinding("exchange"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/q/{dest}/{props}", s.deleteBinding("queue"))),
+		heavy(r(del, "bindings/{vhost}/e/{source}/e/{dest}/{props}", s.deleteBinding("exchange"))),
 
-		own(r(get, "connections", s.getConnections)),
+		own(heavy(r(get, "connections", s.getConnections))),
 		r(get, "connections/{name}", s.getConnection),
 		r(del, "connections/{name}", s.closeConnection),
-		own(r(get, "connections/{name}/channels", s.getConnectionChannels)),
-		own(r(get, "vhosts/{vhost}/connections", s.getConnections)),
-		own(r(get, "channels", s.getChannels)),
-		own(r(get, "vhosts/{vhost}/channels", s.getChannels)),
-		r(get, "consumers", s.getConsumers),
-		r(get, "consumers/{vhost}", s.getConsumers),
+		own(heavy(r(get, "connections/{name}/channels", s.getConnectionChannels))),
+		own(heavy(r(get, "vhosts/{vhost}/connections", s.getConnections))),
+		own(heavy(r(get, "channels", s.getChannels))),
+		own(heavy(r(get, "vhosts/{vhost}/channels", s.getChannels))),
+		heavy(r(get, "consumers", s.getConsumers)),
+		heavy(r(get, "consumers/{vhost}", s.getConsumers)),
 
-		admin(r(get, "definitions", s.getDefinitions)),
-		admin(r(post, "definitions", s.postDefinitions)),
-		admin(r(get, "definitions/{vhost}", s.getDefinitions)),
-		admin(r(post, "definitions/{vhost}", s.postDefinitions)),
+		admin(heavy(r(get, "definitions", s.getDefinitions))),
+		admin(bulk(r(post, "definitions", s.postDefinitions))),
+		admin(heavy(r(get, "definitions/{vhost}", s.getDefinitions))),
+		admin(bulk(r(post, "definitions/{vhost}", s.postDefinitions))),
 	}
 }
 
@@ -258,11 +263,7 @@ func (s *Server) getExchanges(q *request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]exchangeJSON, 0, len(xs))
-	for _, x := range xs {
-		out = append(out, toExchange(x))
-	}
-	return q.replyList(out)
+	return q.replyList(listOf(xs, toExchange))
 }
 
 func (s *Server) getExchange(q *request) error {
@@ -277,6 +278,12 @@ func (s *Server) getExchange(q *request) error {
 }
 
 func (s *Server) putExchange(q *request) error {
+	if err := checkName("exchange", q.param("name"), 255); err != nil {
+		return err
+	}
+	if err := s.precheck(q, auth.Configure, q.param("name")); err != nil {
+		return err
+	}
 	var body struct {
 		Type       string         `json:"type"`
 		Durable    flexBool       `json:"durable"`
@@ -324,6 +331,13 @@ func (s *Server) deleteExchange(q *request) error {
 }
 
 func (s *Server) publish(q *request) error {
+	vhost, name := q.param("vhost"), q.exchangeParam("name")
+	if _, err := s.broker.Exchange(vhost, name); err != nil {
+		return err
+	}
+	if err := s.precheck(q, auth.Write, q.param("name")); err != nil {
+		return err
+	}
 	var body struct {
 		Properties      map[string]any `json:"properties"`
 		RoutingKey      string         `json:"routing_key"`
@@ -351,10 +365,6 @@ func (s *Server) publish(q *request) error {
 	props, err := propsFromJSON(body.Properties)
 	if err != nil {
 		return badRequest("%v", err)
-	}
-	vhost, name := q.param("vhost"), q.exchangeParam("name")
-	if _, err := s.broker.Exchange(vhost, name); err != nil {
-		return err
 	}
 	a, err := s.admin(q, vhost)
 	if err != nil {
@@ -410,14 +420,12 @@ func (s *Server) getQueues(q *request) error {
 	}
 	node, owners := s.broker.NodeName(), s.ownerIndex()
 	view, rates := s.stats()
-	out := make([]queueJSON, 0, len(qs))
-	for _, qi := range qs {
+	return q.replyList(listOf(qs, func(qi server.QueueInfo) queueJSON {
 		j := s.queueJSON(node, qi, owners)
 		k := queueKey(qi.VHost, qi.Name)
 		j.MessageStats = messageStats(view.queues[k], rates.queues[k], queueCounters)
-		out = append(out, j)
-	}
-	return q.replyList(out)
+		return j
+	}))
 }
 
 func (s *Server) getQueue(q *request) error {
@@ -444,6 +452,12 @@ func (s *Server) getQueue(q *request) error {
 }
 
 func (s *Server) putQueue(q *request) error {
+	if err := checkName("queue", q.param("name"), 255); err != nil {
+		return err
+	}
+	if err := s.precheck(q, auth.Configure, q.param("name")); err != nil {
+		return err
+	}
 	var body struct {
 		Durable    flexBool       `json:"durable"`
 		AutoDelete flexBool       `json:"auto_delete"`
@@ -504,6 +518,13 @@ type messageJSON struct {
 }
 
 func (s *Server) getMessages(q *request) error {
+	vhost, name := q.param("vhost"), q.param("name")
+	if _, err := s.broker.Queue(vhost, name); err != nil {
+		return err
+	}
+	if err := s.precheck(q, auth.Read, name); err != nil {
+		return err
+	}
 	var body struct {
 		Count    any      `json:"count"`
 		AckMode  string   `json:"ackmode"`
@@ -545,10 +566,6 @@ func (s *Server) getMessages(q *request) error {
 		}
 		truncate = n
 	}
-	vhost, name := q.param("vhost"), q.param("name")
-	if _, err := s.broker.Queue(vhost, name); err != nil {
-		return err
-	}
 	a, err := s.admin(q, vhost)
 	if err != nil {
 		return err
@@ -586,11 +603,7 @@ func (s *Server) getBindings(q *request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]bindingJSON, 0, len(bs))
-	for _, b := range bs {
-		out = append(out, toBinding(b))
-	}
-	return q.replyList(out)
+	return q.replyList(listOf(bs, toBinding))
 }
 
 // between lists the bindings from {source} to {dest} of destType, after
@@ -674,6 +687,17 @@ func (s *Server) postBinding(destType string) func(*request) error {
 // body {"routing_key": ..., "arguments": ...}, after checking that both
 // ends exist.
 func (s *Server) bindingFromBody(q *request, destType string) (server.BindingInfo, error) {
+	if _, err := s.between(q, destType); err != nil {
+		return server.BindingInfo{}, err
+	}
+	// queue.bind's permissions: write on the destination, read on the
+	// source.
+	if err := s.precheck(q, auth.Write, q.param("dest")); err != nil {
+		return server.BindingInfo{}, err
+	}
+	if err := s.precheck(q, auth.Read, q.param("source")); err != nil {
+		return server.BindingInfo{}, err
+	}
 	var body struct {
 		RoutingKey string         `json:"routing_key"`
 		Arguments  map[string]any `json:"arguments"`
@@ -684,9 +708,6 @@ func (s *Server) bindingFromBody(q *request, destType string) (server.BindingInf
 	args, err := tableFromJSON(body.Arguments)
 	if err != nil {
 		return server.BindingInfo{}, badRequest("arguments: %v", err)
-	}
-	if _, err := s.between(q, destType); err != nil {
-		return server.BindingInfo{}, err
 	}
 	return server.BindingInfo{
 		VHost: q.param("vhost"), Source: q.exchangeParam("source"), Destination: q.param("dest"),
@@ -803,11 +824,7 @@ func (s *Server) getConsumers(q *request) error {
 		return err
 	}
 	node := s.broker.NodeName()
-	out := make([]consumerJSON, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, toConsumer(node, c))
-	}
-	return q.replyList(out)
+	return q.replyList(listOf(cs, func(c server.ConsumerInfo) consumerJSON { return toConsumer(node, c) }))
 }
 
 // checkPerm applies the AMQP permission check to an action the management
@@ -819,6 +836,17 @@ func (s *Server) checkPerm(q *request, p auth.Perm, kind, name string) error {
 	}
 	if _, err := s.broker.Queue(vhost, name); err != nil && kind == "queue" {
 		return err
+	}
+	return notAuthorised("Access refused.")
+}
+
+// precheck refuses, before the request's body is read, an action on the
+// resource name (RabbitMQ's name: amq.default for the default exchange)
+// that needs permission p, which the user lacks in the path's vhost. The
+// action itself is checked again where it runs.
+func (s *Server) precheck(q *request, p auth.Perm, name string) error {
+	if s.broker.Auth().Check(q.u.Name, q.param("vhost"), p, name) {
+		return nil
 	}
 	return notAuthorised("Access refused.")
 }

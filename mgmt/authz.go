@@ -1,7 +1,6 @@
 package mgmt
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 
@@ -96,28 +95,23 @@ func (q *request) canSeeVHost(db *auth.DB, vhost string) bool {
 	return isMonitor(q.u) || db.CanAccessVHost(q.u.Name, vhost)
 }
 
-// visible filters a list for the request's user; items is returned as it
-// is when nothing needs hiding.
-func (q *request) visible(items any) (any, error) {
+// vhosted is an item whose vhost is known without encoding it.
+type vhosted interface{ itemVHost() string }
+
+// shown reports whether the request's user may see a list item; asMap
+// gives the item as a JSON object when its fields must be read.
+func (q *request) shown(it any, asMap func() map[string]any) bool {
 	if q.db == nil || (isMonitor(q.u) && q.scope != scopeOwn) {
-		return items, nil
+		return true
 	}
-	b, err := json.Marshal(items)
-	if err != nil {
-		return nil, err
+	if v, ok := it.(vhosted); ok && q.scope == scopeVHost {
+		return q.canSeeVHost(q.db, v.itemVHost())
 	}
-	var all []map[string]any
-	if err := json.Unmarshal(b, &all); err != nil {
-		// Not a list of objects: nothing to filter.
-		return items, nil
+	m := asMap()
+	if m == nil {
+		return true // not an object: nothing to filter on
 	}
-	out := make([]map[string]any, 0, len(all))
-	for _, it := range all {
-		if q.itemVisible(it) {
-			out = append(out, it)
-		}
-	}
-	return out, nil
+	return q.itemVisible(m)
 }
 
 func (q *request) itemVisible(it map[string]any) bool {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/server"
 )
@@ -222,6 +224,13 @@ func (s *Server) postDefinitions(q *request) error {
 		return err
 	}
 	if err := importDefinitions(s.broker, &d, q.param("vhost")); err != nil {
+		var he *httpError
+		var ae *amqp.Error
+		if !errors.As(err, &he) && !errors.As(err, &ae) {
+			// A name or hash refused by the access-control model: the
+			// document's fault, as RabbitMQ answers it.
+			return badRequest("%v", err)
+		}
 		return err
 	}
 	return q.noContent(false)

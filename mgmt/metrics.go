@@ -7,7 +7,9 @@ import (
 )
 
 // collector exposes broker state to Prometheus, computed at scrape time from
-// the admin API. Names follow RabbitMQ's Prometheus plugin where it has the
+// the admin API: node-wide figures only, whose count does not grow with the
+// broker's objects (RabbitMQ's Prometheus plugin's default for /metrics);
+// per-queue figures are queueCollector's, at /metrics/per-object. Names follow RabbitMQ's Prometheus plugin where it has the
 // same metric (rabbitmq_connections, rabbitmq_queue_messages_ready, ...), so
 // its dashboards apply; Warren's own store figures are warren_store_*.
 type collector struct {
@@ -19,8 +21,6 @@ type collector struct {
 	connections, channels, queues, consumers, exchanges *prometheus.Desc
 
 	messagesReady, messagesUnacked, messages           *prometheus.Desc
-	queueReady, queueUnacked, queueConsumers           *prometheus.Desc
-	queueReadyBytes, queueMemory                       *prometheus.Desc
 	storeCommits, storeBatches, storeFailed            *prometheus.Desc
 	storeMessages, storeEntries, storeSettled          *prometheus.Desc
 	storeFsyncSeconds, storeFsyncMax, storePending     *prometheus.Desc
@@ -33,7 +33,6 @@ func newCollector(b *server.Server, sm *sampler) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	q := []string{"vhost", "queue"}
 	return &collector{
 		b:                      b,
 		sm:                     sm,
@@ -47,11 +46,6 @@ func newCollector(b *server.Server, sm *sampler) *collector {
 		messages:               d("rabbitmq_queue_messages", "Messages ready and unacknowledged, all queues"),
 		messagesReady:          d("rabbitmq_queue_messages_ready", "Messages ready for delivery, all queues"),
 		messagesUnacked:        d("rabbitmq_queue_messages_unacked", "Messages delivered and not yet acknowledged, all queues"),
-		queueReady:             d("rabbitmq_detailed_queue_messages_ready", "Messages ready for delivery", q...),
-		queueUnacked:           d("rabbitmq_detailed_queue_messages_unacked", "Messages delivered and not yet acknowledged", q...),
-		queueConsumers:         d("rabbitmq_detailed_queue_consumers", "Consumers on the queue", q...),
-		queueReadyBytes:        d("rabbitmq_detailed_queue_messages_ready_bytes", "Body bytes of the ready messages", q...),
-		queueMemory:            d("rabbitmq_detailed_queue_process_memory_bytes", "Estimated memory held by the queue", q...),
 		storeCommits:           d("warren_store_commits_total", "Store transactions committed (one fsync each)"),
 		storeBatches:           d("warren_store_batches_total", "Batches taken by the store's committer"),
 		storeFailed:            d("warren_store_failed_transactions_total", "Store transactions that failed"),
@@ -80,7 +74,6 @@ func newCollector(b *server.Server, sm *sampler) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.connections, c.channels, c.queues, c.consumers, c.exchanges, c.messages, c.messagesReady, c.messagesUnacked,
-		c.queueReady, c.queueUnacked, c.queueConsumers, c.queueReadyBytes, c.queueMemory,
 		c.storeCommits, c.storeBatches, c.storeFailed, c.storeMessages, c.storeEntries, c.storeSettled,
 		c.storeFsyncSeconds, c.storeFsyncMax, c.storePending, c.storeMessagesPerCommit, c.storeDangling, c.buildInfo,
 		c.memAlarm, c.diskAlarm, c.memLimit, c.diskLimit, c.diskFree, c.fsyncHist,
@@ -121,15 +114,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.memLimit, float64(al.MemoryLimit))
 	gauge(c.diskLimit, float64(al.DiskFreeLimit))
 	gauge(c.diskFree, float64(diskFree(c.b.DataDir())))
-	if qs, err := c.b.Queues(""); err == nil {
-		for _, q := range qs {
-			gauge(c.queueReady, float64(q.Ready), q.VHost, q.Name)
-			gauge(c.queueUnacked, float64(q.Unacked), q.VHost, q.Name)
-			gauge(c.queueConsumers, float64(q.Consumers), q.VHost, q.Name)
-			gauge(c.queueReadyBytes, float64(q.ReadyBytes), q.VHost, q.Name)
-			gauge(c.queueMemory, float64(q.Memory), q.VHost, q.Name)
-		}
-	}
 	st := o.StoreStats
 	counter(c.storeCommits, float64(st.Commits))
 	counter(c.storeBatches, float64(st.Batches))
@@ -198,4 +182,54 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// queueCollector exposes per-queue figures (/metrics/per-object), for at
+// most limit queues: a scrape's size is bounded whatever the number of
+// queues, and warren_metrics_per_object_truncated says when some were left
+// out.
+type queueCollector struct {
+	b     *server.Server
+	limit int
+
+	ready, unacked, consumers, readyBytes, memory, truncated *prometheus.Desc
+}
+
+func newQueueCollector(b *server.Server, limit int) *queueCollector {
+	q := []string{"vhost", "queue"}
+	return &queueCollector{
+		b: b, limit: limit,
+		ready:      prometheus.NewDesc("rabbitmq_detailed_queue_messages_ready", "Messages ready for delivery", q, nil),
+		unacked:    prometheus.NewDesc("rabbitmq_detailed_queue_messages_unacked", "Messages delivered and not yet acknowledged", q, nil),
+		consumers:  prometheus.NewDesc("rabbitmq_detailed_queue_consumers", "Consumers on the queue", q, nil),
+		readyBytes: prometheus.NewDesc("rabbitmq_detailed_queue_messages_ready_bytes", "Body bytes of the ready messages", q, nil),
+		memory:     prometheus.NewDesc("rabbitmq_detailed_queue_process_memory_bytes", "Estimated memory held by the queue", q, nil),
+		truncated:  prometheus.NewDesc("warren_metrics_per_object_truncated", "1 when queues were left out of this scrape (more than the per-object limit)", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ready, c.unacked, c.consumers, c.readyBytes, c.memory, c.truncated} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	qs, err := c.b.Queues("")
+	if err != nil {
+		return
+	}
+	gauge(c.truncated, b2f(len(qs) > c.limit))
+	for _, q := range qs[:min(len(qs), c.limit)] {
+		gauge(c.ready, float64(q.Ready), q.VHost, q.Name)
+		gauge(c.unacked, float64(q.Unacked), q.VHost, q.Name)
+		gauge(c.consumers, float64(q.Consumers), q.VHost, q.Name)
+		gauge(c.readyBytes, float64(q.ReadyBytes), q.VHost, q.Name)
+		gauge(c.memory, float64(q.Memory), q.VHost, q.Name)
+	}
 }

@@ -22,6 +22,7 @@ import (
 type env struct {
 	t      *testing.T
 	broker *server.Server
+	m      *mgmt.Server
 	amqp   string // amqp:// URL
 	base   string // http://host:port
 }
@@ -34,8 +35,16 @@ func start(t *testing.T) *env {
 // startWith starts a broker and a management API with opts (Listen is set).
 func startWith(t *testing.T, opts mgmt.Options) *env {
 	t.Helper()
+	return startBroker(t, server.Config{}, opts)
+}
+
+// startBroker starts a broker configured by cfg and a management API with
+// opts (Listen is set).
+func startBroker(t *testing.T, cfg server.Config, opts mgmt.Options) *env {
+	t.Helper()
 	var b *server.Server
-	broker := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
+	cfg.OnStart = func(s *server.Server) { b = s }
+	broker := servertest.StartBroker(t, cfg)
 	opts.Listen = "127.0.0.1:0"
 	m := mgmt.New(b, opts)
 	if err := m.Listen(); err != nil {
@@ -50,7 +59,7 @@ func startWith(t *testing.T, opts mgmt.Options) *env {
 			t.Errorf("mgmt serve: %v", err)
 		}
 	})
-	return &env{t: t, broker: b, amqp: broker.URL(), base: "http://" + m.Addr().String()}
+	return &env{t: t, broker: b, m: m, amqp: broker.URL(), base: "http://" + m.Addr().String()}
 }
 
 // do sends a request as guest and returns the status and body.
@@ -389,8 +398,7 @@ func TestMetrics(t *testing.T) {
 		"rabbitmq_connections_closed_total 0",
 		"rabbitmq_channels_opened_total 1",
 		"rabbitmq_queues 1",
-		`rabbitmq_detailed_queue_messages_ready{queue="m.q",vhost="/"} 1`,
-		`rabbitmq_detailed_queue_consumers{queue="m.q",vhost="/"} 0`,
+		"rabbitmq_queue_messages_ready 1",
 		"warren_store_commits_total",
 		"warren_store_fsync_seconds_total",
 		"process_resident_memory_bytes",
@@ -398,6 +406,27 @@ func TestMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// Without credentials, no queue is named (rabbitmq_prometheus's
+	// default: aggregated metrics only).
+	if strings.Contains(string(body), "m.q") {
+		t.Errorf("unauthenticated /metrics names a queue:\n%s", body)
+	}
+	if code, _ := e.doAs("", "", "GET", "/metrics/per-object", nil); code != 401 {
+		t.Errorf("/metrics/per-object without credentials: %d, want 401", code)
+	}
+	code, per := e.do("GET", "/metrics/per-object", nil)
+	if code != 200 {
+		t.Fatalf("/metrics/per-object: %d %s", code, per)
+	}
+	for _, want := range []string{
+		`rabbitmq_detailed_queue_messages_ready{queue="m.q",vhost="/"} 1`,
+		`rabbitmq_detailed_queue_consumers{queue="m.q",vhost="/"} 0`,
+		"warren_metrics_per_object_truncated 0",
+	} {
+		if !strings.Contains(string(per), want) {
+			t.Errorf("per-object metrics lack %q", want)
 		}
 	}
 }

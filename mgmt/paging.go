@@ -1,9 +1,11 @@
 package mgmt
 
 import (
+	"bufio"
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"regexp"
 	"slices"
@@ -14,32 +16,58 @@ import (
 // page is RabbitMQ's paginated list answer, sent when a list request has a
 // page parameter.
 type page struct {
-	FilteredCount int `json:"filtered_count"`
-	ItemCount     int `json:"item_count"`
-	Items         any `json:"items"` // a slice of the list's own items
-	Page          int `json:"page"`
-	PageCount     int `json:"page_count"`
-	PageSize      int `json:"page_size"`
-	TotalCount    int `json:"total_count"`
+	FilteredCount int   `json:"filtered_count"`
+	ItemCount     int   `json:"item_count"`
+	Items         []any `json:"items"`
+	Page          int   `json:"page"`
+	PageCount     int   `json:"page_count"`
+	PageSize      int   `json:"page_size"`
+	TotalCount    int   `json:"total_count"`
 }
 
-// replyList answers a list: as is, or, with ?page=N, as RabbitMQ's page
-// object, filtered by name (a substring, or a regular expression with
-// use_regex=true), sorted by sort (a field, dotted for nested ones;
-// sort_reverse=true reverses) and cut to page_size items (default 100,
-// at most 500).
-//
-// Filtering and sorting read the items' fields in place (by their JSON
-// names) and only the page is encoded, so that a page of 10,000 queues
-// costs 100 queues' JSON, not 10,000 encoded and decoded again.
-func (q *request) replyList(items any) error {
-	items, err := q.visible(items)
-	if err != nil {
-		return err
+// list is a list answer's items, made into their JSON objects one at a
+// time, so that a list of 100,000 queues is never held as 100,000 JSON
+// objects (or one 40 MB buffer) at once.
+type list struct {
+	n  int
+	at func(i int) any // item i's JSON object; the same each time it is asked
+}
+
+// listOf is the list of conv(x) for each x of xs.
+func listOf[T, J any](xs []T, conv func(T) J) list {
+	return list{n: len(xs), at: func(i int) any { return conv(xs[i]) }}
+}
+
+// toList takes a list, or a slice of JSON objects.
+func toList(items any) list {
+	if l, ok := items.(list); ok {
+		return l
 	}
+	v := reflect.ValueOf(items)
+	if v.Kind() != reflect.Slice {
+		return list{n: 1, at: func(int) any { return items }}
+	}
+	return list{n: v.Len(), at: func(i int) any { return v.Index(i).Interface() }}
+}
+
+// named is an item whose "name" is known without reflection.
+type named interface{ itemName() string }
+
+// replyList answers a list (a list or a slice): streamed as a JSON array,
+// or, with ?page=N, as RabbitMQ's page object, filtered by name (a
+// substring, or a regular expression with use_regex=true), sorted by sort
+// (a field, dotted for nested ones; sort_reverse=true reverses) and cut to
+// page_size items (default 100, at most 500). Either way only the items
+// the user may see are counted and sent.
+//
+// Paging keeps one small entry per matching item (its index and sort
+// key, read from the item in place by its JSON names) and makes the
+// page's items again: a page of 100,000 queues encodes 100 of them.
+func (q *request) replyList(items any) error {
+	l := toList(items)
 	v := q.r.URL.Query()
 	if !v.Has("page") {
-		return q.reply(items)
+		return q.streamList(l)
 	}
 	n, err := strconv.Atoi(v.Get("page"))
 	if err != nil || n < 1 {
@@ -51,14 +79,9 @@ func (q *request) replyList(items any) error {
 			return badRequest("page_size must be between 1 and 500")
 		}
 	}
-	all := reflect.ValueOf(items)
-	if all.Kind() != reflect.Slice {
-		return q.reply(items)
-	}
-	names := jsonNames{}
-	idx := make([]int, 0, all.Len())
+	var match func(string) bool
 	if name := v.Get("name"); name != "" {
-		match := func(s string) bool { return strings.Contains(s, name) }
+		match = func(s string) bool { return strings.Contains(s, name) }
 		if v.Get("use_regex") == "true" {
 			re, err := regexp.Compile(name)
 			if err != nil {
@@ -66,41 +89,118 @@ func (q *request) replyList(items any) error {
 			}
 			match = re.MatchString
 		}
-		for i := range all.Len() {
-			if s, _ := names.field(all.Index(i), "name").(string); match(s) {
-				idx = append(idx, i)
-			}
-		}
-	} else {
-		for i := range all.Len() {
-			idx = append(idx, i)
-		}
 	}
-	if key := v.Get("sort"); key != "" {
-		keys := make([]any, all.Len())
-		for _, i := range idx {
-			keys[i] = names.field(all.Index(i), key)
+	key := v.Get("sort")
+	type entry struct {
+		i   int
+		key any
+	}
+	names := jsonNames{}
+	var kept []entry
+	total := 0
+	for i := range l.n {
+		it := l.at(i)
+		if !q.shown(it, func() map[string]any { return jsonObject(it) }) {
+			continue
 		}
-		slices.SortStableFunc(idx, func(a, b int) int { return compareJSON(keys[a], keys[b]) })
+		total++
+		if match != nil && !match(itemName(names, it)) {
+			continue
+		}
+		e := entry{i: i}
+		switch key {
+		case "":
+		case "name":
+			e.key = itemName(names, it)
+		default:
+			e.key = names.field(reflect.ValueOf(it), key)
+		}
+		kept = append(kept, e)
+	}
+	if key != "" {
+		slices.SortStableFunc(kept, func(a, b entry) int { return compareJSON(a.key, b.key) })
 		if v.Get("sort_reverse") == "true" {
-			slices.Reverse(idx)
+			slices.Reverse(kept)
 		}
 	}
 	p := page{
-		FilteredCount: len(idx), Page: n, PageSize: size, TotalCount: all.Len(),
-		PageCount: max(1, (len(idx)+size-1)/size),
+		FilteredCount: len(kept), Page: n, PageSize: size, TotalCount: total,
+		PageCount: max(1, (len(kept)+size-1)/size), Items: []any{},
 	}
 	if n > p.PageCount {
 		return badRequest("page out of range")
 	}
-	out := reflect.MakeSlice(all.Type(), 0, size)
-	if lo := (n - 1) * size; lo < len(idx) {
-		for _, i := range idx[lo:min(lo+size, len(idx))] {
-			out = reflect.Append(out, all.Index(i))
+	if lo := (n - 1) * size; lo < len(kept) {
+		for _, e := range kept[lo:min(lo+size, len(kept))] {
+			p.Items = append(p.Items, l.at(e.i))
 		}
 	}
-	p.Items, p.ItemCount = out.Interface(), out.Len()
+	p.ItemCount = len(p.Items)
 	return q.reply(p)
+}
+
+// streamList writes the items the user may see as a JSON array, item by
+// item through a small buffer.
+func (q *request) streamList(l list) error {
+	w := q.w
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteByte('[')
+	first := true
+	for i := range l.n {
+		it := l.at(i)
+		if !q.shown(it, func() map[string]any { return jsonObject(it) }) {
+			continue
+		}
+		b, err := json.Marshal(it)
+		if err != nil {
+			// The status is sent: cut the answer short, so the client
+			// sees invalid JSON rather than a silently shorter list.
+			q.s.log.Error().Err(err).Str("path", q.r.URL.Path).Msg("management list item cannot be encoded")
+			bw.Flush()
+			return nil
+		}
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		if _, err := bw.Write(b); err != nil {
+			return nil // the client is gone
+		}
+	}
+	bw.WriteByte(']')
+	bw.Flush()
+	return nil
+}
+
+// jsonObject is v encoded and decoded as a JSON object (nil if it is not
+// one).
+func jsonObject(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func itemName(names jsonNames, it any) string {
+	if n, ok := it.(named); ok {
+		return n.itemName()
+	}
+	s, _ := names.field(reflect.ValueOf(it), "name").(string)
+	return s
+}
+
+// fielder is a value that writes its own JSON and gives its fields by
+// their JSON names (messageStatsJSON).
+type fielder interface {
+	jsonField(name string) reflect.Value
 }
 
 // field reads the value at a dotted path of JSON names in v (structs by
@@ -109,6 +209,13 @@ func (q *request) replyList(items any) error {
 func (c jsonNames) field(v reflect.Value, path string) any {
 	for _, part := range strings.Split(path, ".") {
 		v = deref(v)
+		if !v.IsValid() || !v.CanInterface() {
+			return nil
+		}
+		if f, ok := v.Interface().(fielder); ok {
+			v = f.jsonField(part)
+			continue
+		}
 		switch v.Kind() {
 		case reflect.Struct:
 			i, ok := c.index(v.Type(), part)

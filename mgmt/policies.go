@@ -87,6 +87,9 @@ func setPolicy(broker *server.Server, vhost string, p policyJSON) error {
 
 func (s *Server) putPolicy(q *request) error {
 	vhost, name := q.param("vhost"), q.param("name")
+	if err := checkName("policy", name, 0); err != nil {
+		return err
+	}
 	existing, err := s.policies(vhost)
 	if err != nil {
 		return err

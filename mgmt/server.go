@@ -34,18 +34,34 @@ type Options struct {
 	// StatsInterval is how often message rates are sampled (default 5 s,
 	// as RabbitMQ's collect_statistics_interval).
 	StatsInterval time.Duration
+	// MaxBodySize bounds the body of a definitions import or a publish
+	// (default 20 MB, RabbitMQ's management.http_max_body_size); other
+	// requests' bodies are bounded by 1 MiB. A larger body gets 413.
+	MaxBodySize int64
+	// MaxHeavyRequests bounds the requests that walk every object (lists,
+	// the overview, definitions, publish, get, metrics) served at once
+	// (default 4); more wait up to HeavyWait (default 10 s) for a turn,
+	// then get 503.
+	MaxHeavyRequests int
+	HeavyWait        time.Duration
+	// PerObjectMetricsLimit bounds the queues /metrics/per-object reports
+	// (default 10000).
+	PerObjectMetricsLimit int
 }
 
 // Server is the management HTTP server of one broker.
 type Server struct {
-	broker  *server.Server
-	opts    Options
-	log     zerolog.Logger
-	ln      net.Listener
-	http    *http.Server
-	routes  []route
-	metrics http.Handler
-	sampler *sampler
+	broker    *server.Server
+	opts      Options
+	log       zerolog.Logger
+	ln        net.Listener
+	http      *http.Server
+	routes    []route
+	metrics   http.Handler // aggregated, without authentication
+	perObject http.Handler // per queue, bounded, for monitoring users
+	sampler   *sampler
+	heavy     chan struct{} // a token per heavy request in progress
+	scrapes   chan struct{} // a token per unauthenticated /metrics scrape in progress
 }
 
 // New returns a management server for broker; Listen opens its socket.
@@ -53,7 +69,19 @@ func New(broker *server.Server, opts Options) *Server {
 	if opts.StatsInterval <= 0 {
 		opts.StatsInterval = 5 * time.Second
 	}
-	s := &Server{broker: broker, opts: opts, sampler: newSampler(broker)}
+	if opts.MaxBodySize <= 0 {
+		opts.MaxBodySize = defaultMaxBodySize
+	}
+	if opts.MaxHeavyRequests <= 0 {
+		opts.MaxHeavyRequests = defaultMaxHeavyRequests
+	}
+	if opts.HeavyWait <= 0 {
+		opts.HeavyWait = defaultHeavyWait
+	}
+	if opts.PerObjectMetricsLimit <= 0 {
+		opts.PerObjectMetricsLimit = defaultPerObjectLimit
+	}
+	s := &Server{broker: broker, opts: opts, sampler: newSampler(broker), heavy: make(chan struct{}, opts.MaxHeavyRequests), scrapes: make(chan struct{}, scrapeTurns)}
 	if opts.Log != nil {
 		s.log = *opts.Log
 	} else {
@@ -67,7 +95,15 @@ func New(broker *server.Server, opts Options) *Server {
 		newCollector(broker, s.sampler),
 	)
 	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	perObject := prometheus.NewRegistry()
+	perObject.MustRegister(newQueueCollector(broker, opts.PerObjectMetricsLimit))
+	s.perObject = promhttp.HandlerFor(perObject, promhttp.HandlerOpts{})
+	// A client may not hold a connection (and, for a heavy request, one
+	// of the few turns) for ever by sending or reading slowly.
+	s.http = &http.Server{
+		Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+	}
 	return s
 }
 
@@ -117,13 +153,23 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // ServeHTTP routes a request: /metrics and the web UI's files (ui.go)
-// without authentication, /api/... with HTTP basic authentication against
-// the broker's users.
+// without authentication, /api/... and /metrics/per-object with HTTP basic
+// authentication against the broker's users, after the checks of
+// guard.go.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	switch {
 	case path == "/metrics":
-		s.metrics.ServeHTTP(w, r)
+		s.serveMetrics(w, r, s.metrics, s.scrapes)
+		return
+	case path == "/metrics/per-object":
+		if u, ok := s.authenticate(w, r); !ok {
+			return
+		} else if !isMonitor(u) {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitor user")
+			return
+		}
+		s.serveMetrics(w, r, s.perObject, s.heavy)
 		return
 	case isUIPath(path):
 		serveUI(w, r)
@@ -132,14 +178,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 		return
 	}
-	user, pass, ok := r.BasicAuth()
-	var u auth.User
-	if ok {
-		u, ok = s.broker.Auth().Authenticate(user, pass)
+	if err := checkOrigin(r); err != nil {
+		s.log.Warn().Str("method", r.Method).Str("path", r.URL.Path).Str("origin", r.Header.Get("Origin")).
+			Str("referer", r.Header.Get("Referer")).Msg("cross-origin management request refused")
+		s.fail(w, r, err)
+		return
 	}
+	u, ok := s.authenticate(w, r)
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
-		writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 		return
 	}
 	if !hasAnyTag(u, managementTags...) {
@@ -161,10 +207,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			methodMismatch = true
 			continue
 		}
-		req := &request{r: r, w: w, user: user, u: u, p: params, db: s.broker.Auth(), scope: rt.scope}
-		if err := s.authorize(req, rt); err != nil {
+		req := &request{s: s, r: r, w: w, user: u.Name, u: u, p: params, db: s.broker.Auth(), scope: rt.scope}
+		if err := s.admit(req, rt); err != nil {
 			s.fail(w, r, err)
 			return
+		}
+		if rt.heavy {
+			release, err := s.turn(r, s.heavy)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			defer release()
 		}
 		if err := rt.h(req); err != nil {
 			s.fail(w, r, err)
@@ -176,6 +230,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+}
+
+// serveMetrics serves a Prometheus scrape in one of pool's turns.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, h http.Handler, pool chan struct{}) {
+	release, err := s.turn(r, pool)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
+	h.ServeHTTP(w, r)
 }
 
 // splitPath splits an escaped path into unescaped segments, so that "%2F"
@@ -202,6 +267,12 @@ type route struct {
 	h       func(*request) error
 	access  access    // what the user needs beyond a management login
 	scope   listScope // how lists are filtered for users who may not see all
+	heavy   bool      // walks every object: served in one of a few turns
+	bulk    bool      // a large body (MaxBodySize), refused during an alarm
+	// ownVHostCheck: the handler answers a vhost that does not exist
+	// itself (with RabbitMQ's answer for it); other writes naming a vhost
+	// get 404 before their body is read.
+	ownVHostCheck bool
 }
 
 func (rt route) match(segs []string) (map[string]string, bool) {
@@ -226,6 +297,7 @@ func (rt route) match(segs []string) (map[string]string, bool) {
 
 // request is one authenticated API request.
 type request struct {
+	s     *Server
 	r     *http.Request
 	w     http.ResponseWriter
 	user  string
@@ -251,13 +323,17 @@ func (q *request) boolQuery(name string) bool {
 	return v == "true" || v == "1"
 }
 
-// decode reads a JSON body into v; an empty body leaves v as it is.
+// decode reads a JSON body into v; an empty body leaves v as it is. The
+// body is bounded by the route's limit (admit).
 func (q *request) decode(v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(q.w, q.r.Body, 64<<20))
+	dec := json.NewDecoder(q.r.Body)
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, errEOF) {
 			return nil
+		}
+		if limit, ok := isTooLarge(err); ok {
+			return tooLarge(limit)
 		}
 		return badRequest("%s", err.Error())
 	}
@@ -315,6 +391,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			break
 		}
 		writeError(w, he.status, he.word, he.reason)
+	case errors.Is(err, amqp.ErrStringTooLong):
+		// A name or routing key longer than an AMQP short string.
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.As(err, &ae):
 		switch ae.Code {
 		case amqp.NotFound:

@@ -57,31 +57,31 @@ type ownerJSON struct {
 }
 
 type queueJSON struct {
-	Name                      string         `json:"name"`
-	VHost                     string         `json:"vhost"`
-	Durable                   bool           `json:"durable"`
-	AutoDelete                bool           `json:"auto_delete"`
-	Exclusive                 bool           `json:"exclusive"`
-	Arguments                 table          `json:"arguments"`
-	Node                      string         `json:"node"`
-	State                     string         `json:"state"`
-	Type                      string         `json:"type"`
-	Messages                  int            `json:"messages"`
-	MessagesReady             int            `json:"messages_ready"`
-	MessagesUnacknowledged    int            `json:"messages_unacknowledged"`
-	MessagesRAM               int            `json:"messages_ram"`
-	MessagesReadyRAM          int            `json:"messages_ready_ram"`
-	MessageBytesReady         int64          `json:"message_bytes_ready"`
-	MessagesPagedOut          int            `json:"messages_paged_out"`
-	MessageBytesPagedOut      int64          `json:"message_bytes_paged_out"`
-	Consumers                 int            `json:"consumers"`
-	Memory                    int64          `json:"memory"`
-	ExclusiveConsumerTag      *string        `json:"exclusive_consumer_tag"`
-	Policy                    *string        `json:"policy"`
-	OperatorPolicy            *string        `json:"operator_policy"`
-	EffectivePolicyDefinition table          `json:"effective_policy_definition"`
-	OwnerPidDetails           *ownerJSON     `json:"owner_pid_details,omitempty"`
-	MessageStats              map[string]any `json:"message_stats,omitempty"`
+	Name                      string            `json:"name"`
+	VHost                     string            `json:"vhost"`
+	Durable                   bool              `json:"durable"`
+	AutoDelete                bool              `json:"auto_delete"`
+	Exclusive                 bool              `json:"exclusive"`
+	Arguments                 table             `json:"arguments"`
+	Node                      string            `json:"node"`
+	State                     string            `json:"state"`
+	Type                      string            `json:"type"`
+	Messages                  int               `json:"messages"`
+	MessagesReady             int               `json:"messages_ready"`
+	MessagesUnacknowledged    int               `json:"messages_unacknowledged"`
+	MessagesRAM               int               `json:"messages_ram"`
+	MessagesReadyRAM          int               `json:"messages_ready_ram"`
+	MessageBytesReady         int64             `json:"message_bytes_ready"`
+	MessagesPagedOut          int               `json:"messages_paged_out"`
+	MessageBytesPagedOut      int64             `json:"message_bytes_paged_out"`
+	Consumers                 int               `json:"consumers"`
+	Memory                    int64             `json:"memory"`
+	ExclusiveConsumerTag      *string           `json:"exclusive_consumer_tag"`
+	Policy                    *string           `json:"policy"`
+	OperatorPolicy            *string           `json:"operator_policy"`
+	EffectivePolicyDefinition table             `json:"effective_policy_definition"`
+	OwnerPidDetails           *ownerJSON        `json:"owner_pid_details,omitempty"`
+	MessageStats              *messageStatsJSON `json:"message_stats,omitempty"`
 	// Single-queue GET only.
 	ConsumerDetails *[]consumerJSON `json:"consumer_details,omitempty"`
 	Deliveries      *[]any          `json:"deliveries,omitempty"`
@@ -289,7 +289,7 @@ type vhostJSON struct {
 	Messages               int               `json:"messages"`
 	MessagesReady          int               `json:"messages_ready"`
 	MessagesUnacknowledged int               `json:"messages_unacknowledged"`
-	MessageStats           map[string]any    `json:"message_stats,omitempty"`
+	MessageStats           *messageStatsJSON `json:"message_stats,omitempty"`
 }
 
 func toVHost(node string, v server.VHostInfo, rec auth.VHost) vhostJSON {
@@ -391,7 +391,7 @@ type overviewJSON struct {
 	QueueTotals       queueTotalsJSON    `json:"queue_totals"`
 	Listeners         []listenerJSON     `json:"listeners"`
 	Contexts          []contextJSON      `json:"contexts"`
-	MessageStats      map[string]any     `json:"message_stats,omitempty"`
+	MessageStats      *messageStatsJSON  `json:"message_stats,omitempty"`
 }
 
 type nodeJSON struct {
@@ -513,3 +513,16 @@ func (s *Server) overview() overviewJSON {
 		MessageStats: messageStats(view.node, rates.node, allCounters),
 	}
 }
+
+// Names and vhosts of list items, read without encoding them (paging.go,
+// authz.go).
+
+func (j queueJSON) itemName() string      { return j.Name }
+func (j queueJSON) itemVHost() string     { return j.VHost }
+func (j exchangeJSON) itemName() string   { return j.Name }
+func (j exchangeJSON) itemVHost() string  { return j.VHost }
+func (j bindingJSON) itemVHost() string   { return j.VHost }
+func (j vhostJSON) itemName() string      { return j.Name }
+func (j connectionJSON) itemName() string { return j.Name }
+func (j channelJSON) itemName() string    { return j.Name }
+func (j userJSON) itemName() string       { return j.Name }

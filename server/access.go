@@ -168,6 +168,14 @@ func (s *Server) loopbackOnly(user string) bool {
 	return slices.Contains(s.cfg.LoopbackUsers, user)
 }
 
+// LoopbackOnly reports whether user may log in from loopback addresses
+// only (Config.LoopbackUsers); the management API applies it too.
+func (s *Server) LoopbackOnly(user string) bool { return s.loopbackOnly(user) }
+
+// LoginThrottle is the throttle of failed logins (Config.LoginThrottle),
+// shared by the AMQP listeners and the management API.
+func (s *Server) LoginThrottle() *auth.Throttle { return s.cfg.LoginThrottle }
+
 // accessRefused is RabbitMQ's 403 for a missing permission.
 func accessRefused(kind, name, vhost, user string) *amqp.Error {
 	return amqp.Errorf(amqp.AccessRefused, 0, 0, "access to %s '%s' in vhost '%s' refused for user '%s'", kind, name, vhost, user)

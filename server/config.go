@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/persist"
 
 	"github.com/rs/zerolog"
@@ -34,6 +35,10 @@ type Config struct {
 	// guest, RabbitMQ's loopback_users); an empty non-nil slice allows
 	// every user from anywhere.
 	LoopbackUsers []string
+	// LoginThrottle slows repeated failed logins (default: one with
+	// auth.ThrottleConfig's defaults). The management API uses the same
+	// one, through Server.LoginThrottle.
+	LoginThrottle *auth.Throttle
 	// FrameMax is the largest frame the broker accepts and offers in
 	// connection.tune (default 131072, RabbitMQ's).
 	FrameMax uint32
@@ -94,6 +99,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LoopbackUsers == nil {
 		c.LoopbackUsers = []string{"guest"}
+	}
+	if c.LoginThrottle == nil {
+		c.LoginThrottle = auth.NewThrottle(auth.ThrottleConfig{})
 	}
 	if c.FrameMax == 0 {
 		c.FrameMax = 131072

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/queue"
 )
 
@@ -561,15 +562,39 @@ func (c *conn) handshake() error {
 		return err // RabbitMQ drops the socket without a close here
 	}
 	refused := false
+	var try *auth.Attempt // a password login, throttled
 	if startOk.Mechanism == mechExternal {
 		refused = !c.srv.externalUser(user) // the certificate stands for the password
 	} else if ap, ok := c.nc.(*adminPipe); ok {
 		refused = ap.user != user // an admin session, authenticated by its caller
-	} else if _, ok := c.srv.auth.Authenticate(user, pass); !ok {
-		refused = true
+	} else {
+		try = c.srv.cfg.LoginThrottle.Begin(auth.SourceOf(c.nc.RemoteAddr().String()))
+		if try.Refused {
+			refused = true
+		} else if _, ok := c.srv.auth.Authenticate(user, pass); !ok {
+			refused = true
+		} else {
+			try.End()
+		}
 	}
 	if refused {
-		c.log.Warn().Str("user", user).Str("mechanism", startOk.Mechanism).Msg("login refused: unknown user or wrong credentials")
+		ev := c.log.Warn().Str("user", user).Str("mechanism", startOk.Mechanism)
+		switch {
+		case try != nil && try.Refused:
+			if ok, n := c.srv.cfg.LoginThrottle.LogRefusal(); ok {
+				ev.Int("not_logged_since", n).Msg("login refused unchecked: too many failed logins in flight from this address")
+			}
+		case try != nil:
+			// The refusal is held back, longer with each failure of the
+			// address or the user (auth.Throttle).
+			f := try.Failed(user)
+			ev.Int("address_failures", f.SourceFailures).Int("user_failures", f.UserFailures).Dur("delay", f.Delay).
+				Msg("login refused: unknown user or wrong credentials")
+			c.srv.cfg.LoginThrottle.Sleep(f.Delay, c.quit)
+			try.End()
+		default:
+			ev.Msg("login refused: unknown user or wrong credentials")
+		}
 		e := amqp.Errorf(amqp.AccessRefused, 0, 0,
 			"Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
 		if !c.caps.authFailureClose {

@@ -48,6 +48,7 @@ func run(args []string) error {
 	gcLimit := fs.Int64("gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
 	pprofListen := fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
 	mgmtListen := fs.String("mgmt-listen", "0.0.0.0:15672", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
+	mgmtMaxBody := fs.Int64("mgmt-max-body-size", 20_000_000, "largest body of a management definitions import or publish, in bytes (other requests: 1 MiB)")
 	tlsListen := fs.String("tls-listen", "", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the amqps listener")
 	tlsKey := fs.String("tls-key", "", "PEM private key of the amqps listener")
@@ -141,7 +142,7 @@ func run(args []string) error {
 	if *mgmtListen != "" && *mgmtListen != "off" {
 		// A taken port (another broker's management plugin, say) leaves the
 		// broker running without its management API.
-		mg := mgmt.New(srv, mgmt.Options{Listen: *mgmtListen, Log: &log})
+		mg := mgmt.New(srv, mgmt.Options{Listen: *mgmtListen, Log: &log, MaxBodySize: *mgmtMaxBody})
 		if err := mg.Listen(); err != nil {
 			log.Error().Err(err).Msg("management API not started (--mgmt-listen)")
 		} else {
