@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/warrenmq/warren/internal/buildinfo"
 )
 
 // cli holds the global flags and the output streams.
@@ -43,6 +44,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+	root.Version = buildinfo.Read().String("warrenctl")
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

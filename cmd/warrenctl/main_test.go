@@ -173,3 +173,13 @@ func TestWarrenctl(t *testing.T) {
 		t.Fatal("bad format accepted")
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run([]string{"--version"}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "warrenctl ") || !strings.Contains(got, "commit ") || !strings.Contains(got, "go1.") {
+		t.Fatalf("--version: %q", got)
+	}
+}
