@@ -410,11 +410,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			amqp.FrameError, amqp.SyntaxError, amqp.NotImplemented:
 			writeError(w, http.StatusBadRequest, "bad_request", ae.Text)
 		default:
-			s.log.Error().Err(err).Str("path", r.URL.Path).Msg("management request failed")
+			s.log.Error().Err(err).Str("path", r.URL.EscapedPath()).Msg("management request failed")
 			writeError(w, http.StatusInternalServerError, "internal_server_error", ae.Error())
 		}
 	default:
-		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("management request failed")
+		s.log.Error().Err(err).Str("path", r.URL.EscapedPath()).Msg("management request failed")
 		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
 	}
 }
