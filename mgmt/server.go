@@ -87,7 +87,7 @@ func New(broker *server.Server, opts Options) *Server {
 	} else {
 		s.log = zerolog.Nop()
 	}
-	s.routes = s.apiRoutes()
+	s.routes = append(s.apiRoutes(), s.healthRoutes()...)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
