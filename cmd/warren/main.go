@@ -78,6 +78,7 @@ type settings struct {
 	repairLog                                  bool
 	tlsCA                                      string
 	showVersion                                bool
+	manPage                                    bool
 }
 
 // newFlags defines warren's flags on s, with their defaults.
@@ -116,6 +117,7 @@ func newFlags(s *settings) *flag.FlagSet {
 	fs.BoolVar(&s.repairLog, "repair-message-log", false, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	fs.BoolVar(&s.showVersion, "version", false, "print the version, commit and Go version, and exit")
+	fs.BoolVar(&s.manPage, "man-page", false, "print the warren(8) manual page (roff), generated from these flags, and exit")
 	return fs
 }
 
@@ -128,6 +130,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return err
+	}
+	if s.manPage {
+		writeManPage(stdout, fs, buildinfo.Read().Version)
+		return nil
 	}
 	if s.showVersion {
 		fmt.Fprintln(stdout, buildinfo.Read().String("warren"))
@@ -245,6 +251,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	logStarted(&log, srv, mgmtAddr, s.user)
+	// The listeners are open: connections queue in the backlog until
+	// Serve accepts them.
+	if err := sdNotify("READY=1\nSTATUS=accepting AMQP connections on " + srv.Addr().String()); err != nil {
+		log.Warn().Err(err).Msg("systemd notification (NOTIFY_SOCKET) failed")
+	}
+	defer context.AfterFunc(ctx, func() {
+		if err := sdNotify("STOPPING=1"); err != nil {
+			log.Warn().Err(err).Msg("systemd notification (NOTIFY_SOCKET) failed")
+		}
+	})()
 	return srv.Serve(ctx)
 }
 

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -260,5 +264,124 @@ func TestConsoleLogWithoutColourOffTerminal(t *testing.T) {
 	log.Info().Str("k", "v").Msg("hello")
 	if strings.Contains(buf.String(), "\x1b[") || !strings.Contains(buf.String(), "hello") {
 		t.Fatalf("console log off a terminal: %q", buf.String())
+	}
+}
+
+// TestSystemdNotify: with NOTIFY_SOCKET set, the broker sends READY=1 once
+// its listeners are up (a client can connect) and STOPPING=1 when told to
+// stop.
+func TestSystemdNotify(t *testing.T) {
+	dir, err := os.MkdirTemp("", "wn") // short: a socket path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "notify")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	read := func() string {
+		t.Helper()
+		ln.SetReadDeadline(time.Now().Add(20 * time.Second))
+		buf := make([]byte, 4096)
+		n, err := ln.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+	logs := newLogLines()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- cli(ctx, []string{"--log-format", "json", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+			"--mgmt-listen", "off"}, &bytes.Buffer{}, logs)
+	}()
+	ready := read()
+	if !strings.HasPrefix(ready, "READY=1\n") {
+		t.Fatalf("first notification %q", ready)
+	}
+	started := logs.waitFor(t, "Warren started")
+	c, err := net.Dial("tcp", started["amqp"].(string))
+	if err != nil {
+		t.Fatalf("not listening when READY=1 was sent: %v", err)
+	}
+	c.Close()
+	cancel()
+	if got := read(); got != "STOPPING=1" {
+		t.Fatalf("second notification %q", got)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("broker did not stop")
+	}
+}
+
+func TestSystemdNotifyAbstract(t *testing.T) {
+	name := "warren-test-" + strconv.Itoa(os.Getpid())
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: "\x00" + name, Net: "unixgram"})
+	if err != nil {
+		t.Skipf("abstract sockets: %v", err)
+	}
+	defer ln.Close()
+	t.Setenv("NOTIFY_SOCKET", "@"+name)
+	if err := sdNotify("READY=1"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	ln.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := ln.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("%q %v", buf[:n], err)
+	}
+}
+
+func TestManPage(t *testing.T) {
+	code, out, _ := runCLI(t, "--man-page")
+	if code != 0 || !strings.HasPrefix(out, ".TH WARREN 8 ") {
+		t.Fatalf("--man-page: %d %q", code, out)
+	}
+	newFlags(&settings{}).VisitAll(func(f *flag.Flag) {
+		if f.Name != "man-page" && !strings.Contains(out, `\-\-`+strings.ReplaceAll(f.Name, "-", `\-`)) {
+			t.Errorf("man page lacks --%s", f.Name)
+		}
+	})
+	if !strings.Contains(out, "WARREN_FRAME_MAX") || !strings.Contains(out, "(default: 131072)") {
+		t.Error("man page lacks the variables or defaults")
+	}
+}
+
+// TestPackagingUnit: the systemd unit passes systemd-analyze verify (with
+// ExecStart pointed at a built binary, which verify requires to exist).
+func TestPackagingUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	unit, err := os.ReadFile("../../packaging/warren.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Type=notify", "LimitNOFILE=", "KillSignal=SIGTERM", "TimeoutStopSec="} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("unit lacks %s", want)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "warren")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "warren.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/warren", bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }

@@ -183,3 +183,14 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("--version: %q", got)
 	}
 }
+
+func TestHealth(t *testing.T) {
+	base, _ := broker(t)
+	if out := ctl(t, base, "health"); !strings.Contains(out, `"status":"ok"`) {
+		t.Fatalf("health: %s", out)
+	}
+	out, err := ctlErr(base, "", "health", "protocol-listener/mqtt")
+	if err == nil || !strings.Contains(err.Error(), "No active listener") {
+		t.Fatalf("health mqtt: %v %s", err, out)
+	}
+}
