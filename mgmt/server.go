@@ -179,7 +179,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := checkOrigin(r); err != nil {
-		s.log.Warn().Str("method", r.Method).Str("path", r.URL.Path).Str("origin", r.Header.Get("Origin")).
+		s.log.Warn().Str("method", r.Method).Str("path", r.URL.EscapedPath()).Str("origin", r.Header.Get("Origin")).
 			Str("referer", r.Header.Get("Referer")).Msg("cross-origin management request refused")
 		s.fail(w, r, err)
 		return

@@ -60,6 +60,7 @@ var rabbitKeys = map[string]rabbitKey{
 	"ssl_options.certfile":              {"tls-cert", nil},
 	"ssl_options.keyfile":               {"tls-key", nil},
 	"load_definitions":                  {"load-definitions", nil},
+	"management.http_max_body_size":     {"mgmt-max-body-size", nil},
 }
 
 // listenerValue reads RabbitMQ's listener forms: a port (5672), or
