@@ -272,3 +272,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestStatus(t *testing.T) {
+	base, _ := broker(t)
+	out := ctl(t, base, "status")
+	for _, want := range []string{"Status of node ", "\nRuntime\n\nOS PID: ", "Warren version: ", "\nAlarms\n\n(none)\n",
+		"Total memory used: ", "Free disk space: ", "Queue count: 0", "\nListeners\n\nInterface: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
