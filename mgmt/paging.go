@@ -158,7 +158,7 @@ func (q *request) streamList(l list) error {
 		if err != nil {
 			// The status is sent: cut the answer short, so the client
 			// sees invalid JSON rather than a silently shorter list.
-			q.s.log.Error().Err(err).Str("path", q.r.URL.Path).Msg("management list item cannot be encoded")
+			q.s.log.Error().Err(err).Str("path", q.r.URL.EscapedPath()).Msg("management list item cannot be encoded")
 			bw.Flush()
 			return nil
 		}

@@ -87,7 +87,7 @@ func New(broker *server.Server, opts Options) *Server {
 	} else {
 		s.log = zerolog.Nop()
 	}
-	s.routes = s.apiRoutes()
+	s.routes = append(s.apiRoutes(), s.healthRoutes()...)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -179,7 +179,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := checkOrigin(r); err != nil {
-		s.log.Warn().Str("method", r.Method).Str("path", r.URL.Path).Str("origin", r.Header.Get("Origin")).
+		s.log.Warn().Str("method", r.Method).Str("path", r.URL.EscapedPath()).Str("origin", r.Header.Get("Origin")).
 			Str("referer", r.Header.Get("Referer")).Msg("cross-origin management request refused")
 		s.fail(w, r, err)
 		return
@@ -410,11 +410,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			amqp.FrameError, amqp.SyntaxError, amqp.NotImplemented:
 			writeError(w, http.StatusBadRequest, "bad_request", ae.Text)
 		default:
-			s.log.Error().Err(err).Str("path", r.URL.Path).Msg("management request failed")
+			s.log.Error().Err(err).Str("path", r.URL.EscapedPath()).Msg("management request failed")
 			writeError(w, http.StatusInternalServerError, "internal_server_error", ae.Error())
 		}
 	default:
-		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("management request failed")
+		s.log.Error().Err(err).Str("path", r.URL.EscapedPath()).Msg("management request failed")
 		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
 	}
 }

@@ -39,6 +39,7 @@ func (s *Server) loadAuth() error {
 		if err := s.auth.Seed(s.cfg.Users); err != nil {
 			return err
 		}
+		s.firstStart = true
 		s.log.Info().Strs("users", mapKeys(s.cfg.Users)).Msg("first start: created vhost / and the default users")
 	default:
 		return fmt.Errorf("read access control: %w", err)
@@ -48,6 +49,10 @@ func (s *Server) loadAuth() error {
 	}
 	return nil
 }
+
+// FirstStart reports whether New found no access-control state and
+// created vhost / and Config.Users.
+func (s *Server) FirstStart() bool { return s.firstStart }
 
 func mapKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))

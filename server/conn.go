@@ -67,6 +67,8 @@ type conn struct {
 
 	forceOnce sync.Once
 	quit      chan struct{} // closed when the broker closes the connection
+	// forcedReason is forceClose's reason, written before quit is closed.
+	forcedReason string
 
 	consMu    sync.Mutex
 	consumers map[*consumer]struct{}
@@ -214,6 +216,11 @@ func (c *conn) logEnd(err error) {
 	switch {
 	case err == nil, errors.Is(err, errClosed):
 		c.log.Info().Msg("connection closed")
+	case c.forced() && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded)):
+		// The broker closed it (shutdown, an operator) and the client
+		// dropped the socket instead of answering close-ok, or the
+		// broker cut it when close-ok did not come.
+		c.log.Info().Str("reason", c.forcedReason).Msg("connection closed by the broker")
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		c.log.Info().Msg("connection closed abruptly by client")
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -223,11 +230,22 @@ func (c *conn) logEnd(err error) {
 	}
 }
 
+// forced reports whether forceClose was called.
+func (c *conn) forced() bool {
+	select {
+	case <-c.quit:
+		return true
+	default:
+		return false
+	}
+}
+
 // forceClose asks the connection to close with 320 CONNECTION_FORCED, from
 // any goroutine.
 func (c *conn) forceClose(reason string) {
 	c.forceOnce.Do(func() {
 		c.stopped.Store(true)
+		c.forcedReason = reason // read after quit is closed
 		close(c.quit)
 		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
 		// Give the client a moment to answer close-ok, then cut the socket.

@@ -29,6 +29,8 @@ type Server struct {
 
 	vhostsMu sync.RWMutex
 	vhosts   map[string]*vhost
+	// firstStart is set by loadAuth when it seeded vhost / and the users.
+	firstStart bool
 
 	ln     net.Listener
 	nextID atomic.Uint64

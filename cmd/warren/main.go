@@ -2,15 +2,18 @@
 //
 // Every flag can also be set as an environment variable (WARREN_ and the
 // flag name in upper case with '-' as '_', e.g. WARREN_LISTEN) or in the
-// --config file (lines "name = value", '#' starts a comment). A flag on the
-// command line wins over the environment, which wins over the file.
+// --config file (config.go: Warren's flag names or rabbitmq.conf keys). A
+// flag on the command line wins over the environment, which wins over the
+// file.
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
@@ -21,131 +24,222 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/internal/buildinfo"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "warren:", err)
-		os.Exit(1)
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(args []string) error {
+// errLogged is returned by run for an error it has already logged.
+var errLogged = errors.New("logged")
+
+// cli runs the broker until ctx is done and returns the exit status. An
+// error before the logger exists (a bad flag) is logged by a logger of the
+// format asked for, as far as the arguments tell.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := run(ctx, args, stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errLogged):
+		return 1
+	}
+	log := newLogger(stderr, guessLogFormat(args), zerolog.InfoLevel)
+	log.WithLevel(zerolog.FatalLevel).Err(err).Msg("warren not started")
+	return 1
+}
+
+// settings are the values of warren's flags.
+type settings struct {
+	listen, tlsListen, mgmtListen, pprofListen string
+	frameMax, channelMax, maxMessage           uint64
+	mgmtMaxBody                                uint64
+	heartbeat                                  time.Duration
+	logLevel, logFormat                        string
+	dataDir                                    string
+	config                                     string
+	user                                       string
+	pass                                       string
+	gcLimit                                    int64
+	tlsCert                                    string
+	tlsKey                                     string
+	maxConns                                   int
+	maxUnacked                                 int
+	loopbackUsers                              string
+	loadDefs                                   string
+	memWatermark                               string
+	diskFreeLimit                              string
+	repairLog                                  bool
+	tlsCA                                      string
+	showVersion                                bool
+	manPage                                    bool
+}
+
+// newFlags defines warren's flags on s, with their defaults.
+func newFlags(s *settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
-	listen := fs.String("listen", "0.0.0.0:5672", "AMQP listen address HOST:PORT")
-	dataDir := fs.String("data-dir", "./warren-data", "directory for durable state")
-	config := fs.String("config", "", "optional config file of 'name = value' lines")
-	user := fs.String("default-user", "guest", "user created at start-up")
-	pass := fs.String("default-pass", "guest", "password of the default user")
-	frameMax := fs.Uint("frame-max", 131072, "largest frame accepted, in bytes")
-	channelMax := fs.Uint("channel-max", 2047, "most channels per connection")
-	heartbeat := fs.Duration("heartbeat", 60*time.Second, "heartbeat interval offered to clients")
-	maxMessage := fs.Uint64("max-message-size", 128<<20, "largest message body accepted, in bytes")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "console", "console or json")
-	gcLimit := fs.Int64("gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
-	pprofListen := fs.String("pprof-listen", "", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
-	mgmtListen := fs.String("mgmt-listen", "0.0.0.0:15672", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
-	mgmtMaxBody := fs.Int64("mgmt-max-body-size", 20_000_000, "largest body of a management definitions import or publish, in bytes (other requests: 1 MiB)")
-	tlsListen := fs.String("tls-listen", "", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the amqps listener")
-	tlsKey := fs.String("tls-key", "", "PEM private key of the amqps listener")
-	maxConns := fs.Int("max-connections", 0, "most client connections to the broker; more are closed at once (0: no limit)")
-	maxUnacked := fs.Int("max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
-	loopbackUsers := fs.String("loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
-	loadDefs := fs.String("load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
-	memWatermark := fs.String("vm-memory-high-watermark", "0.4", "memory alarm threshold: a fraction of the machine's memory (0.4) or an absolute size (2GB); publishers are blocked above it")
-	diskFreeLimit := fs.String("disk-free-limit", "50MB", "disk alarm threshold: free space under --data-dir (50MB, 2GiB) or mem_relative:F (F times the machine's memory); publishers are blocked below it")
-	repairLog := fs.Bool("repair-message-log", false, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
-	tlsCA := fs.String("tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
+	fs.SetOutput(io.Discard) // errors are logged; --help prints usage to stdout
+	s.listen, s.mgmtListen = "0.0.0.0:5672", "0.0.0.0:15672"
+	s.frameMax, s.channelMax, s.maxMessage = 131072, 2047, 128<<20
+	s.heartbeat = 60 * time.Second
+	s.logLevel, s.logFormat = "info", "console"
+	fs.Var(addrFlag{v: &s.listen}, "listen", "AMQP listen address HOST:PORT")
+	fs.StringVar(&s.dataDir, "data-dir", "./warren-data", "directory for durable state")
+	fs.StringVar(&s.config, "config", "", "config file of 'key = value' lines: Warren flag names or rabbitmq.conf keys (README, Configuration)")
+	fs.StringVar(&s.user, "default-user", "guest", "user created at the first start")
+	fs.StringVar(&s.pass, "default-pass", "guest", "password of the default user")
+	fs.Var(uintFlag{&s.frameMax, 4096, math.MaxUint32, "bytes"}, "frame-max", "largest frame accepted, in bytes, at least 4096")
+	fs.Var(uintFlag{&s.channelMax, 1, 65535, "channels"}, "channel-max", "most channels per connection")
+	fs.Var(durationFlag{&s.heartbeat, 65535 * time.Second}, "heartbeat", "heartbeat interval offered to clients: seconds (60) or a duration (1m); 0 disables")
+	fs.Var(uintFlag{&s.maxMessage, 1, 512 << 20, "bytes"}, "max-message-size", "largest message body accepted, in bytes")
+	fs.Var(choiceFlag{&s.logLevel, []string{"debug", "info", "warn", "error", "none"}, map[string]string{"warning": "warn", "critical": "error", "disabled": "none"}}, "log-level", "debug, info, warn (warning), error or none")
+	fs.Var(choiceFlag{v: &s.logFormat, choices: []string{"console", "json"}}, "log-format", "console or json")
+	fs.Int64Var(&s.gcLimit, "gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
+	fs.Var(addrFlag{v: &s.pprofListen, optional: true}, "pprof-listen", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
+	fs.Var(addrFlag{v: &s.mgmtListen, optional: true}, "mgmt-listen", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
+	s.mgmtMaxBody = 20_000_000
+	fs.Var(uintFlag{&s.mgmtMaxBody, 1, 1 << 40, "bytes"}, "mgmt-max-body-size", "largest body of a management definitions import or publish, in bytes (other requests: 1 MiB)")
+	fs.Var(addrFlag{v: &s.tlsListen, optional: true}, "tls-listen", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
+	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate (chain) of the amqps listener")
+	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of the amqps listener")
+	fs.IntVar(&s.maxConns, "max-connections", 0, "most client connections to the broker; more are closed at once (0: no limit)")
+	fs.IntVar(&s.maxUnacked, "max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
+	fs.StringVar(&s.loopbackUsers, "loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
+	fs.StringVar(&s.loadDefs, "load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
+	fs.StringVar(&s.memWatermark, "vm-memory-high-watermark", "0.4", "memory alarm threshold: a fraction of the machine's memory (0.4) or an absolute size (2GB); publishers are blocked above it")
+	fs.StringVar(&s.diskFreeLimit, "disk-free-limit", "50MB", "disk alarm threshold: free space under --data-dir (50MB, 2GiB) or mem_relative:F (F times the machine's memory); publishers are blocked below it")
+	fs.BoolVar(&s.repairLog, "repair-message-log", false, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
+	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
+	fs.BoolVar(&s.showVersion, "version", false, "print the version, commit and Go version, and exit")
+	fs.BoolVar(&s.manPage, "man-page", false, "print the warren(8) manual page (roff), generated from these flags, and exit")
+	return fs
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s := &settings{}
+	fs := newFlags(s)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, fs)
+			return nil
+		}
 		return err
 	}
-	if err := applyEnvAndFile(fs, *config); err != nil {
+	if s.manPage {
+		writeManPage(stdout, fs, buildinfo.Read().Version)
+		return nil
+	}
+	if s.showVersion {
+		fmt.Fprintln(stdout, buildinfo.Read().String("warren"))
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: warren takes only flags (warren --help; warren --version)", fs.Arg(0))
+	}
+	from := origins{}
+	if err := applyEnvAndFile(fs, s.config, from); err != nil {
 		return err
+	}
+	level := zerolog.InfoLevel
+	switch s.logLevel {
+	case "none":
+		level = zerolog.Disabled
+	default:
+		level, _ = zerolog.ParseLevel(s.logLevel) // one of choiceFlag's
+	}
+	log := newLogger(stderr, s.logFormat, level)
+	fail := func(err error) error {
+		log.WithLevel(zerolog.FatalLevel).Err(err).Msg("warren not started")
+		return errLogged
 	}
 
-	level, err := zerolog.ParseLevel(*logLevel)
+	wmFraction, wmBytes, err := parseWatermark(s.memWatermark)
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return fail(fmt.Errorf("%s: %w", from.name("vm-memory-high-watermark"), err))
 	}
-	var log zerolog.Logger
-	if *logFormat == "json" {
-		log = zerolog.New(os.Stderr)
-	} else {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
-	}
-	log = log.Level(level).With().Timestamp().Logger()
-
-	wmFraction, wmBytes, err := parseWatermark(*memWatermark)
+	diskLimit, err := parseDiskFreeLimit(s.diskFreeLimit, server.TotalMemory())
 	if err != nil {
-		return err
+		return fail(fmt.Errorf("%s: %w", from.name("disk-free-limit"), err))
 	}
-	diskLimit, err := parseDiskFreeLimit(*diskFreeLimit, server.TotalMemory())
-	if err != nil {
-		return err
+	if s.tlsListen != "" && (s.tlsCert == "" || s.tlsKey == "") {
+		return fail(fmt.Errorf("%s %s needs --tls-cert and --tls-key (ssl_options.certfile, ssl_options.keyfile)", from.name("tls-listen"), s.tlsListen))
 	}
-	if *channelMax > 65535 {
-		return fmt.Errorf("--channel-max %d is above 65535", *channelMax)
+	for name, v := range map[string]int{"max-connections": s.maxConns, "max-unacked-per-connection": s.maxUnacked} {
+		if v < 0 {
+			return fail(fmt.Errorf("%s %d: want 0 or more", from.name(name), v))
+		}
 	}
+	if s.gcLimit < 0 {
+		return fail(fmt.Errorf("%s %d: want bytes, 0 or more", from.name("gc-memory-limit"), s.gcLimit))
+	}
+	bi := buildinfo.Read()
+	log.Info().Str("version", bi.Version).Str("commit", bi.Commit).Str("go", bi.GoVersion).
+		Str("data_dir", s.dataDir).Msg("Warren starting")
 	srv, err := server.New(server.Config{
-		Listen:         *listen,
-		TLSListen:      *tlsListen,
-		TLSCert:        *tlsCert,
-		TLSKey:         *tlsKey,
-		TLSCA:          *tlsCA,
-		DataDir:        *dataDir,
-		Users:          map[string]string{*user: *pass},
-		FrameMax:       uint32(*frameMax),
-		ChannelMax:     uint16(*channelMax),
-		Heartbeat:      *heartbeat,
-		MaxMessageSize: *maxMessage,
+		Listen:         s.listen,
+		TLSListen:      s.tlsListen,
+		TLSCert:        s.tlsCert,
+		TLSKey:         s.tlsKey,
+		TLSCA:          s.tlsCA,
+		DataDir:        s.dataDir,
+		Users:          map[string]string{s.user: s.pass},
+		FrameMax:       uint32(s.frameMax),
+		ChannelMax:     uint16(s.channelMax),
+		Heartbeat:      s.heartbeat,
+		MaxMessageSize: s.maxMessage,
 		Log:            &log,
 
-		MaxConnections:           *maxConns,
-		MaxUnackedPerConnection:  *maxUnacked,
-		LoopbackUsers:            splitList(*loopbackUsers),
-		RepairMessageLog:         *repairLog,
+		MaxConnections:           s.maxConns,
+		MaxUnackedPerConnection:  s.maxUnacked,
+		LoopbackUsers:            splitList(s.loopbackUsers),
+		RepairMessageLog:         s.repairLog,
 		MemoryHighWatermark:      wmFraction,
 		MemoryHighWatermarkBytes: wmBytes,
 		DiskFreeLimit:            diskLimit,
 	})
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	if *loadDefs != "" {
-		if err := mgmt.LoadDefinitionsFile(srv, *loadDefs); err != nil {
+	if s.loadDefs != "" {
+		if err := mgmt.LoadDefinitionsFile(srv, s.loadDefs); err != nil {
 			srv.Close()
-			return fmt.Errorf("--load-definitions: %w", err)
+			return fail(fmt.Errorf("%s: %w", from.name("load-definitions"), err))
 		}
-		log.Info().Str("file", *loadDefs).Msg("definitions imported")
+		log.Info().Str("file", s.loadDefs).Msg("definitions imported")
 	}
 	if err := srv.Listen(); err != nil {
-		return err
+		srv.Close()
+		return fail(err)
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && *gcLimit > 0 {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && s.gcLimit > 0 {
 		// A soft limit: the collector works harder near it instead of
 		// letting the heap double, so a broker draining a backlog does not
 		// balloon. A live heap above it only costs collector CPU.
-		debug.SetMemoryLimit(*gcLimit)
+		debug.SetMemoryLimit(s.gcLimit)
 	}
-	if *pprofListen != "" {
+	if s.pprofListen != "" {
 		go func() {
 			// The default mux carries net/http/pprof's handlers.
-			log.Warn().Err(http.ListenAndServe(*pprofListen, nil)).Msg("pprof listener stopped")
+			log.Warn().Err(http.ListenAndServe(s.pprofListen, nil)).Msg("pprof listener stopped")
 		}()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	if *mgmtListen != "" && *mgmtListen != "off" {
+	mgmtAddr := ""
+	if s.mgmtListen != "" {
 		// A taken port (another broker's management plugin, say) leaves the
 		// broker running without its management API.
-		mg := mgmt.New(srv, mgmt.Options{Listen: *mgmtListen, Log: &log, MaxBodySize: *mgmtMaxBody})
+		mg := mgmt.New(srv, mgmt.Options{Listen: s.mgmtListen, Log: &log, MaxBodySize: int64(s.mgmtMaxBody)})
 		if err := mg.Listen(); err != nil {
-			log.Error().Err(err).Msg("management API not started (--mgmt-listen)")
+			log.Error().Err(err).Msg("management API not started (--mgmt-s.listen)")
 		} else {
+			mgmtAddr = mg.Addr().String()
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -156,63 +250,82 @@ func run(args []string) error {
 			defer func() { stop(); <-done }()
 		}
 	}
+	logStarted(&log, srv, mgmtAddr, s.user)
+	// The listeners are open: connections queue in the backlog until
+	// Serve accepts them.
+	if err := sdNotify("READY=1\nSTATUS=accepting AMQP connections on " + srv.Addr().String()); err != nil {
+		log.Warn().Err(err).Msg("systemd notification (NOTIFY_SOCKET) failed")
+	}
+	defer context.AfterFunc(ctx, func() {
+		if err := sdNotify("STOPPING=1"); err != nil {
+			log.Warn().Err(err).Msg("systemd notification (NOTIFY_SOCKET) failed")
+		}
+	})()
 	return srv.Serve(ctx)
 }
 
-// applyEnvAndFile fills flags not given on the command line from WARREN_*
-// variables, then from the config file.
-func applyEnvAndFile(fs *flag.FlagSet, path string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	fromFile := map[string]string{}
-	if path == "" {
-		path = os.Getenv("WARREN_CONFIG")
+// logStarted logs the listeners and the default user once they are up.
+func logStarted(log *zerolog.Logger, srv *server.Server, mgmtAddr, user string) {
+	ev := log.Info().Str("amqp", srv.Addr().String())
+	if a := srv.TLSAddr(); a != nil {
+		ev = ev.Str("amqps", a.String())
 	}
-	if path != "" {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for n := 1; sc.Scan(); n++ {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			k, v, ok := strings.Cut(line, "=")
-			if !ok {
-				return fmt.Errorf("%s:%d: want 'name = value'", path, n)
-			}
-			k = strings.TrimSpace(k)
-			if fs.Lookup(k) == nil {
-				return fmt.Errorf("%s:%d: unknown setting %q", path, n, k)
-			}
-			fromFile[k] = strings.TrimSpace(v)
-		}
-		if err := sc.Err(); err != nil {
-			return err
+	if mgmtAddr != "" {
+		ev = ev.Str("management", "http://"+mgmtAddr+"/").Str("prometheus", "http://"+mgmtAddr+"/metrics")
+	}
+	state := "created"
+	if !srv.FirstStart() {
+		state = "already existed"
+		if _, ok := srv.Auth().User(user); !ok {
+			state = "not present (deleted since the first start)"
 		}
 	}
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
+	ev.Str("default_user", user).Str("default_user_state", state).Msg("Warren started")
+}
+
+// newLogger is a logger of format ("json" or "console") on w; a console
+// logger uses colour only on a terminal.
+func newLogger(w io.Writer, format string, level zerolog.Level) zerolog.Logger {
+	var log zerolog.Logger
+	if format == "json" {
+		log = zerolog.New(w)
+	} else {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)})
+	}
+	return log.Level(level).With().Timestamp().Logger()
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// guessLogFormat finds --log-format in args (or WARREN_LOG_FORMAT) for
+// logging an error of the command line itself.
+func guessLogFormat(args []string) string {
+	format := os.Getenv("WARREN_LOG_FORMAT")
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, "log-format="); ok {
+			format = v
+		} else if a == "log-format" && i+1 < len(args) {
+			format = args[i+1]
 		}
-		env := "WARREN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s: %w", env, e)
-			}
-			return
-		}
-		if v, ok := fromFile[f.Name]; ok {
-			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("config %s: %w", f.Name, e)
-			}
-		}
-	})
-	return err
+	}
+	return format
+}
+
+// printUsage is warren --help.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: warren [flags]\n\n%s\n\nFlags (also WARREN_<NAME> variables and --config keys):\n", buildinfo.Read().String("warren"))
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 }
 
 // splitList splits a comma-separated flag value; "" is an empty, non-nil

@@ -12,11 +12,16 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/warrenmq/warren/internal/buildinfo"
 )
 
 // cli holds the global flags and the output streams.
 type cli struct {
 	url, user, password, vhost, format string
+	// quiet and formatter are rabbitmqctl's -q and --formatter
+	// (rabbitmqctl.go).
+	quiet     bool
+	formatter string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -43,6 +48,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+	root.Version = buildinfo.Read().String("warrenctl")
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -53,8 +60,11 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&c.vhost, "vhost", "p", envOr("WARRENCTL_VHOST", "/"), "virtual host")
 	pf.StringVar(&c.format, "format", "table", "output format: table or json")
 	root.AddCommand(c.listCmd(), c.overviewCmd(), c.declareCmd(), c.deleteCmd(), c.purgeCmd(), c.closeCmd(),
-		c.exportCmd(), c.importCmd(), c.publishCmd(), c.getCmd())
+		c.exportCmd(), c.importCmd(), c.publishCmd(), c.getCmd(), c.healthCmd(), c.statusCmd())
 	root.AddCommand(c.accessCmds()...)
+	root.AddCommand(c.rabbitCmds()...)
+	pf.BoolVarP(&c.quiet, "quiet", "q", false, "rabbitmqctl commands: no informational lines")
+	pf.StringVar(&c.formatter, "formatter", "", "rabbitmqctl commands: table (tab-separated, the default) or json")
 	return root
 }
 
@@ -500,9 +510,10 @@ func (c *cli) closeCmd() *cobra.Command {
 func (c *cli) exportCmd() *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "export [FILE]",
-		Short: "Export definitions as RabbitMQ's definitions JSON (to FILE, or stdout)",
-		Args:  cobra.MaximumNArgs(1),
+		Use:     "export [FILE]",
+		Aliases: []string{"export_definitions"},
+		Short:   "Export definitions as RabbitMQ's definitions JSON (to FILE, or stdout)",
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
 			p := path("definitions")
 			if !all {
@@ -534,9 +545,10 @@ func (c *cli) exportCmd() *cobra.Command {
 
 func (c *cli) importCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "import FILE",
-		Short: "Import a definitions file ('-' for stdin): users, vhosts, permissions, limits, policies, exchanges, queues, bindings",
-		Args:  cobra.ExactArgs(1),
+		Use:     "import FILE",
+		Aliases: []string{"import_definitions"},
+		Short:   "Import a definitions file ('-' for stdin): users, vhosts, permissions, limits, policies, exchanges, queues, bindings",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
 			var b []byte
 			var err error

@@ -173,3 +173,113 @@ func TestWarrenctl(t *testing.T) {
 		t.Fatal("bad format accepted")
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run([]string{"--version"}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "warrenctl ") || !strings.Contains(got, "commit ") || !strings.Contains(got, "go1.") {
+		t.Fatalf("--version: %q", got)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	base, _ := broker(t)
+	if out := ctl(t, base, "health"); !strings.Contains(out, `"status":"ok"`) {
+		t.Fatalf("health: %s", out)
+	}
+	out, err := ctlErr(base, "", "health", "protocol-listener/mqtt")
+	if err == nil || !strings.Contains(err.Error(), "No active listener") {
+		t.Fatalf("health mqtt: %v %s", err, out)
+	}
+}
+
+// TestRabbitmqctlCommands: rabbitmqctl's command names, column lists and
+// tab-separated layout (compared with RabbitMQ 3.10's rabbitmqctl).
+func TestRabbitmqctlCommands(t *testing.T) {
+	base, amqpURL := broker(t)
+	conn, err := amqp091.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("rq", true, false, false, false, amqp091.Table{"x-max-length": int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := ch.Publish("", "rq", false, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "Timeout: 60.0 seconds ...\nListing queues for vhost / ...\nname\tmessages\tconsumers\nrq\t2\t0\n"
+	var out string
+	waitUntil(t, "two messages listed", func() bool {
+		out = ctl(t, base, "list_queues", "name", "messages", "consumers")
+		return out == want
+	})
+	if out := ctl(t, base, "-q", "list_queues", "name", "arguments"); out != "name\targuments\nrq\t[{\"x-max-length\",10}]\n" {
+		t.Errorf("list_queues -q name arguments: %q", out)
+	}
+	if out := ctl(t, base, "list_queues", "--formatter", "json", "name", "messages"); strings.TrimSpace(out) != `[{"messages":2,"name":"rq"}]` {
+		t.Errorf("list_queues --formatter json: %q", out)
+	}
+	if _, err := ctlErr(base, "", "list_queues", "-p", "nosuch"); err == nil || err.Error() != "vhost 'nosuch' does not exist" {
+		t.Errorf("list_queues -p nosuch: %v", err)
+	}
+	out = ctl(t, base, "list_bindings")
+	if !strings.HasPrefix(out, "Listing bindings for vhost /...\nsource_name\tsource_kind\tdestination_name\tdestination_kind\trouting_key\targuments\n") ||
+		!strings.Contains(out, "\texchange\trq\tqueue\trq\t[]\n") {
+		t.Errorf("list_bindings: %q", out)
+	}
+	if out := ctl(t, base, "list_exchanges", "-q", "name", "type"); !strings.Contains(out, "name\ttype\n") || !strings.Contains(out, "amq.topic\ttopic\n") {
+		t.Errorf("list_exchanges: %q", out)
+	}
+	if out := ctl(t, base, "list_connections", "-q", "user", "state"); out != "user\tstate\nguest\trunning\n" {
+		t.Errorf("list_connections: %q", out)
+	}
+	ctl(t, base, "set_policy", "lim", "^rq$", `{"max-length":5}`, "--apply-to", "queues", "--priority", "1")
+	if out := ctl(t, base, "list_policies", "-q"); out != "vhost\tname\tpattern\tapply-to\tdefinition\tpriority\n/\tlim\t^rq$\tqueues\t{\"max-length\":5}\t1\n" {
+		t.Errorf("list_policies: %q", out)
+	}
+	ctl(t, base, "clear_policy", "lim")
+	if out := ctl(t, base, "purge_queue", "rq"); out != "Purging queue 'rq' in vhost '/' ...\n" {
+		t.Errorf("purge_queue: %q", out)
+	}
+	if _, err := ctlErr(base, "", "purge_queue", "nosuch"); err == nil || err.Error() != "queue 'nosuch' in vhost '/' does not exist" {
+		t.Errorf("purge_queue nosuch: %v", err)
+	}
+	if _, err := ctlErr(base, "", "delete_queue", "-p", "nosuch", "rq"); err == nil || err.Error() != "vhost 'nosuch' does not exist" {
+		t.Errorf("delete_queue -p nosuch: %v", err)
+	}
+	ctl(t, base, "delete_queue", "rq")
+	if out := ctl(t, base, "-q", "list_queues"); out != "" {
+		t.Errorf("queues after delete_queue: %q", out)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	base, _ := broker(t)
+	out := ctl(t, base, "status")
+	for _, want := range []string{"Status of node ", "\nRuntime\n\nOS PID: ", "Warren version: ", "\nAlarms\n\n(none)\n",
+		"Total memory used: ", "Free disk space: ", "Queue count: 0", "\nListeners\n\nInterface: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
