@@ -447,12 +447,23 @@ type GotMessage struct {
 	Body         []byte
 }
 
+// adminGetMaxBytes bounds the message bytes one Get holds: it takes no
+// more messages once they reach it (at least one is always taken).
+const adminGetMaxBytes = 64 << 20
+
 // Get takes up to count messages from queue with basic.get, then settles
-// them all by mode, as RabbitMQ's management "get messages" does.
+// them all by mode, as RabbitMQ's management "get messages" does. It stops
+// early once it holds adminGetMaxBytes of messages.
 func (a *AdminSession) Get(queueName string, count int, mode AckMode) ([]GotMessage, error) {
 	var out []GotMessage
 	var last uint64
+	var held int64
 	for range count {
+		if held >= adminGetMaxBytes {
+			// Bounded work per request: the rest stay in the queue, as
+			// when it runs empty.
+			break
+		}
 		m, err := a.call(&amqp.BasicGet{Queue: queueName})
 		if err != nil {
 			return nil, err
@@ -466,6 +477,7 @@ func (a *AdminSession) Get(queueName string, count int, mode AckMode) ([]GotMess
 			return nil, err
 		}
 		last = ok.DeliveryTag
+		held += int64(len(body) + len(props))
 		out = append(out, GotMessage{
 			Exchange: ok.Exchange, RoutingKey: ok.RoutingKey, Redelivered: ok.Redelivered,
 			MessageCount: int(ok.MessageCount), Props: props, Body: body,

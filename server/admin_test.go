@@ -330,3 +330,29 @@ func TestAdminPagedQueueMemory(t *testing.T) {
 		t.Errorf("transient queue = %+v (paged %+v)", tr, p)
 	}
 }
+
+// TestAdminGetBounded: one management "get messages" holds at most
+// 64 MiB of messages, however many are asked for; the rest stay queued.
+func TestAdminGetBounded(t *testing.T) {
+	srv, _ := startAdminBroker(t)
+	a := openAdmin(t, srv)
+	if err := a.DeclareQueue(server.QueueDecl{Name: "big.q"}); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 20<<20)
+	for range 6 {
+		if _, err := a.Publish("", "big.q", amqp.Properties{}, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := a.Get("big.q", 10000, server.AckRequeueFalse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("got %d messages of 20 MiB, want 4 (stop once 64 MiB are held)", len(got))
+	}
+	if q, _ := srv.Queue("/", "big.q"); q.Ready != 2 {
+		t.Fatalf("queue after the get = %+v, want 2 left", q)
+	}
+}
