@@ -126,11 +126,11 @@ func readMessage(r kvReader, msgID uint64, v []byte) (MessageRecord, error) {
 	if len(v) == 0 || v[0] != codecChunked {
 		return decodeMessage(append([]byte(nil), v...))
 	}
-	rd := reader{b: append([]byte(nil), v[1:]...)}
+	rd := walReader{reader{b: append([]byte(nil), v[1:]...)}}
 	var m MessageRecord
 	m.Exchange, m.RoutingKey = rd.str(), rd.str()
 	m.Props = rd.bytes()
-	size, n := rd.uvarintv(), rd.uvarintv()
+	size, n := rd.uvarint(), rd.uvarint()
 	if err := rd.end(); err != nil {
 		return MessageRecord{}, fmt.Errorf("message %d: %w", msgID, err)
 	}
@@ -156,17 +156,4 @@ func readMessage(r kvReader, msgID uint64, v []byte) (MessageRecord, error) {
 	}
 	m.Body = body
 	return m, nil
-}
-
-func (r *reader) uvarintv() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, k := binary.Uvarint(r.b)
-	if k <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[k:]
-	return v
 }

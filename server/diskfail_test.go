@@ -13,11 +13,12 @@ import (
 	"github.com/warrenmq/warren/server/servertest"
 )
 
-// TestStoreFailureNacks makes every store commit fail: a persistent
-// publish to a durable queue is then nacked, not confirmed, while the
-// broker keeps serving (transient messages still flow and are acked), and
-// once the disk recovers persistent publishes are confirmed again.
-func TestStoreFailureNacks(t *testing.T) {
+// failingStore starts a broker on a memory store whose commits the test
+// can make fail, declares durable queue q on a confirming channel, and
+// returns the disk and a publish that reports whether the broker
+// confirmed (true) or nacked.
+func failingStore(t *testing.T, q string) (*persist.MemoryDisk, *amqp091.Channel, func(mode uint8, body string) bool) {
+	t.Helper()
 	disk := persist.NewMemoryDisk()
 	st, err := persist.OpenMemory(disk)
 	if err != nil {
@@ -28,19 +29,19 @@ func TestStoreFailureNacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	ch, _ := conn.Channel()
-	if _, err := ch.QueueDeclare("dq", true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	publish := func(mode uint8) bool {
+	publish := func(mode uint8, body string) bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "dq", false, false, amqp091.Publishing{DeliveryMode: mode, Body: []byte("m")})
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp091.Publishing{DeliveryMode: mode, Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +51,16 @@ func TestStoreFailureNacks(t *testing.T) {
 		}
 		return ok
 	}
+	return disk, ch, publish
+}
+
+// TestStoreFailureNacks makes every store commit fail: a persistent
+// publish to a durable queue is then nacked, not confirmed, while the
+// broker keeps serving (transient messages still flow and are acked), and
+// once the disk recovers persistent publishes are confirmed again.
+func TestStoreFailureNacks(t *testing.T) {
+	disk, _, pub := failingStore(t, "dq")
+	publish := func(mode uint8) bool { t.Helper(); return pub(mode, "m") }
 	disk.FailCommits(func() error { return errors.New("disk on fire") })
 	if publish(amqp091.Persistent) {
 		t.Fatal("a persistent publish was confirmed although the store failed")
@@ -68,38 +79,8 @@ func TestStoreFailureNacks(t *testing.T) {
 // whether they wait in the queue or a consumer comes later; the message
 // that was stored is.
 func TestNackedNotDelivered(t *testing.T) {
-	disk := persist.NewMemoryDisk()
-	st, err := persist.OpenMemory(disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := servertest.Start(t, server.Config{Store: st})
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, _ := conn.Channel()
-	if _, err := ch.QueueDeclare("nacked", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	publish := func(body string) bool {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "nacked", false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, err := dc.WaitContext(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ok
-	}
+	disk, ch, pub := failingStore(t, "nacked")
+	publish := func(body string) bool { t.Helper(); return pub(amqp091.Persistent, body) }
 	if !publish("kept-1") {
 		t.Fatal("nacked before the failure")
 	}
