@@ -32,6 +32,15 @@ import (
 // once the client has stopped sending, allocates far more than the input
 // justifies, leaves goroutines or state behind, or then fails a fresh
 // well-behaved client's declare, publish and get.
+//
+// An execution takes about a millisecond, and a concurrent broker's
+// coverage is noisy (new inputs come often), so the default minimisation
+// of each new input (up to 60 s, quadratic in its length) would take most
+// of a run; fuzz with
+//
+//	go test -run='^$' -fuzz='^FuzzSession$' -fuzzminimizetime=100x ./server
+//
+// and minimise a crasher afterwards with a longer -fuzzminimizetime.
 func FuzzSession(f *testing.F) {
 	b := startFuzzBroker(f)
 	for _, s := range sessionSeeds(f) {
