@@ -571,6 +571,23 @@ func sessionSeeds(tb testing.TB) [][]byte {
 	seeds = append(seeds, s.close())
 	seeds = append(seeds, newSessionTo(tb, "no-such-vhost", 1<<17, 0).close())
 
+	// The rarer methods: update-secret, access.request, global qos, a
+	// consumer with arguments on a priority queue, a channel over
+	// channel_max; and the AMQP 0-9 protocol header.
+	s = newSession(tb, 1<<17, 0)
+	s.method(0, &amqp.ConnectionUpdateSecret{NewSecret: "guest", Reason: "rotate"})
+	s.method(1, &amqp.ChannelOpen{}, &amqp.AccessRequest{Realm: "/data", Active: true, Read: true},
+		&amqp.BasicQos{PrefetchCount: 1, Global: true},
+		&amqp.QueueDeclare{Queue: "p", Arguments: amqp.Table{"x-max-priority": int32(2), "x-queue-type": "classic"}},
+		&amqp.BasicConsume{Queue: "p", ConsumerTag: "pc", Arguments: amqp.Table{"x-priority": int32(-1), "x-cancel-on-ha-failover": true}})
+	s.publish(1, &amqp.BasicPublish{RoutingKey: "p"}, amqp.Properties{Priority: 9, Flags: amqp.FlagPriority}, "prio")
+	s.method(1, &amqp.BasicReject{DeliveryTag: 1, Requeue: true}, &amqp.BasicCancel{ConsumerTag: "pc", NoWait: true})
+	s.method(65, &amqp.ChannelOpen{})
+	seeds = append(seeds, s.close())
+	s = newSession(tb, 1<<17, 0)
+	copy(s.b, "AMQP\x01\x01\x00\x09")
+	seeds = append(seeds, s.close())
+
 	// A session that stops in the middle of a message whose announced body
 	// is large (the broker used to allocate it whole on the header).
 	s = newSession(tb, 1<<17, 60)
