@@ -46,17 +46,26 @@ func init() {
 		}
 	}})
 
-	// A name with a surrogate or a code point above U+10FFFF is taken and
-	// works exactly: the declare-ok echoes it, a publish routed by it
-	// arrives.
+	// A name with a surrogate or a code point above U+10FFFF: RabbitMQ
+	// takes it and it works exactly (the declare-ok echoes it, a publish
+	// routed by it arrives), but its own definitions export then crashes,
+	// and JSON cannot carry such a name. Warren refuses it as it refuses a
+	// malformed one (501), so that every name it holds survives an export
+	// and import; each broker is held to its own answer.
 	for _, odd := range []struct{ name, s string }{
 		{"surrogate", "\xed\xa0\x80"}, {"above-10ffff", "\xf4\x90\x80\x80"},
 	} {
-		register(Case{Name: "names/queue-name-" + odd.name + "-accepted", Run: func(t T, tg Target) {
+		register(Case{Name: "names/queue-name-" + odd.name, Run: func(t T, tg Target) {
 			c := openRaw(t, tg)
 			c.openChannel(1)
 			q := rawUniq("utf8-q") + odd.s
 			c.sendMethod(1, mQDeclare, queueDeclareArgs(q, false, false, true, true))
+			if !c.isRabbitMQ() {
+				if ci := c.expectConnClose(501, 0, 0); ci.Text != "FRAME_ERROR - Malformed UTF-8 in shortstr" {
+					t.Fatalf("reply text %q", ci.Text)
+				}
+				return
+			}
 			r := &rbuf{b: c.expect(1, mQDeclareOk)}
 			if got := r.shortstr(); got != q {
 				t.Fatalf("declare-ok names %q, want %q", got, q)

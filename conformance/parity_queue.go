@@ -400,7 +400,15 @@ func init() {
 					c.publishRaw(1, q, b)
 				}
 				c.sync(1)
-				if n := c.declareCount(1, q); n != 2 {
+				// RabbitMQ's queue process may still be taking the
+				// publishes in when the channel answers; its count
+				// settles within moments.
+				n := c.declareCount(1, q)
+				for deadline := time.Now().Add(3 * time.Second); n != 2 && time.Now().Before(deadline); {
+					time.Sleep(50 * time.Millisecond)
+					n = c.declareCount(1, q)
+				}
+				if n != 2 {
 					t.Fatalf("message-count %d, want 2 (m4 m5)", n)
 				}
 				// Requeued, m1 and m2 go back to the head and drop-head
