@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/persist"
 )
 
@@ -122,6 +123,9 @@ func startFuzzBroker(f testing.TB) *fuzzBroker {
 		// looks like a hang.
 		MemoryHighWatermarkBytes: 1 << 50,
 		DiskFreeLimit:            1,
+		// Fuzzed logins fail all the time, from one address: a throttle
+		// that never holds them back, or every later execution waits.
+		LoginThrottle: auth.NewThrottle(auth.ThrottleConfig{Free: 1 << 30}),
 	})
 	if err != nil {
 		f.Fatal(err)
