@@ -20,8 +20,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
-	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/auth"
+	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/persist"
 )
 
