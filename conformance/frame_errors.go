@@ -365,21 +365,5 @@ func (c *rawConn) basicGetBody(ch uint16, q string) []byte {
 	c.t.Helper()
 	c.sendMethod(ch, mBasicGet, basicGetArgs(q, true))
 	c.expect(ch, mBasicGetOk)
-	f := c.next()
-	if f.Type != frameHeader || f.Channel != ch {
-		c.t.Fatalf("expected content header on channel %d, got %s", ch, f)
-	}
-	r := &rbuf{b: f.Payload}
-	r.short()
-	r.short()
-	size := r.longlong()
-	var body []byte
-	for uint64(len(body)) < size {
-		f := c.next()
-		if f.Type != frameBody || f.Channel != ch {
-			c.t.Fatalf("expected content body on channel %d, got %s", ch, f)
-		}
-		body = append(body, f.Payload...)
-	}
-	return body
+	return c.readContent(ch)
 }
