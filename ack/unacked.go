@@ -8,13 +8,15 @@ import (
 	"github.com/warrenmq/warren/queue"
 )
 
-// Delivery is one message delivered on a channel and not yet settled.
+// Delivery is one message delivered on a channel and not yet settled: the
+// queue it came from and the queue's reference to it.
 type Delivery struct {
 	Tag   uint64
-	Queue *queue.Queue
+	Queue queue.Queue
 	Entry queue.Entry
-	// Consumer is the consumer it went to, or nil for basic.get.
-	Consumer queue.Consumer
+	// Credit is the prefetch credit of the consumer it went to, nil for
+	// basic.get.
+	Credit *ConsumerCredit
 }
 
 // Unacked holds a channel's unsettled deliveries in delivery-tag order.
@@ -110,4 +112,47 @@ func (u *Unacked) Restore(ds []Delivery) {
 	u.list = append(u.list, ds...)
 	sort.SliceStable(u.list, func(i, j int) bool { return u.list[i].Tag < u.list[j].Tag })
 	u.live += len(ds)
+}
+
+// SameQueue reports whether every delivery of ds is from one queue.
+func SameQueue(ds []Delivery) bool {
+	for _, d := range ds[1:] {
+		if d.Queue != ds[0].Queue {
+			return false
+		}
+	}
+	return true
+}
+
+// Entries returns the queue entries of ds.
+func Entries(ds []Delivery) []queue.Entry {
+	out := make([]queue.Entry, len(ds))
+	for i, d := range ds {
+		out[i] = d.Entry
+	}
+	return out
+}
+
+// QueueGroup is the entries of a set of deliveries that came from one
+// queue.
+type QueueGroup struct {
+	Queue   queue.Queue
+	Entries []queue.Entry
+}
+
+// ByQueue groups ds by queue, in the order the queues first appear, each
+// group's entries in delivery order.
+func ByQueue(ds []Delivery) []QueueGroup {
+	var out []QueueGroup
+	at := map[queue.Queue]int{}
+	for _, d := range ds {
+		i, ok := at[d.Queue]
+		if !ok {
+			i = len(out)
+			at[d.Queue] = i
+			out = append(out, QueueGroup{Queue: d.Queue})
+		}
+		out[i].Entries = append(out[i].Entries, d.Entry)
+	}
+	return out
 }

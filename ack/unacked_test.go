@@ -4,9 +4,10 @@ import (
 	"testing"
 
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/classic"
 )
 
-func fill(u *Unacked, q *queue.Queue, tags ...uint64) {
+func fill(u *Unacked, q queue.Queue, tags ...uint64) {
 	for _, t := range tags {
 		u.Add(Delivery{Tag: t, Queue: q})
 	}
@@ -21,7 +22,7 @@ func tagsOf(ds []Delivery) []uint64 {
 }
 
 func TestTake(t *testing.T) {
-	q := queue.New(queue.Decl{Name: "q"}, queue.Options{})
+	q := classic.New(queue.Decl{Name: "q"}, classic.Options{})
 	var u Unacked
 	fill(&u, q, 1, 2, 3, 4, 5)
 
@@ -53,7 +54,7 @@ func TestTake(t *testing.T) {
 }
 
 func TestRestoreKeepsOrder(t *testing.T) {
-	q := queue.New(queue.Decl{Name: "q"}, queue.Options{})
+	q := classic.New(queue.Decl{Name: "q"}, classic.Options{})
 	var u Unacked
 	fill(&u, q, 1, 2, 3, 4)
 	taken, _ := u.Take(2, true, nil)
@@ -65,7 +66,7 @@ func TestRestoreKeepsOrder(t *testing.T) {
 }
 
 func TestManyAcksCompact(t *testing.T) {
-	q := queue.New(queue.Decl{Name: "q"}, queue.Options{})
+	q := classic.New(queue.Decl{Name: "q"}, classic.Options{})
 	var u Unacked
 	for i := uint64(1); i <= 10000; i++ {
 		u.Add(Delivery{Tag: i, Queue: q})
@@ -89,7 +90,7 @@ func TestManyAcksCompact(t *testing.T) {
 }
 
 func BenchmarkAddTake(b *testing.B) {
-	q := queue.New(queue.Decl{Name: "q"}, queue.Options{})
+	q := classic.New(queue.Decl{Name: "q"}, classic.Options{})
 	var u Unacked
 	var out []Delivery
 	b.ReportAllocs()

@@ -1,6 +1,8 @@
 package persist
 
 import (
+	"github.com/warrenmq/warren/amqp"
+
 	"errors"
 	"time"
 )
@@ -243,3 +245,28 @@ var (
 // with ErrTooLarge. The message log holds an op in one record of at most
 // 1 GiB; this leaves room for its entries.
 const MaxAtomicBytes = walMaxRecord - 16<<20
+
+// EncodeArgs is the stored form of a declaration's arguments: an AMQP
+// field table, nil for none.
+func EncodeArgs(args map[string]any) []byte {
+	if len(args) == 0 {
+		return nil
+	}
+	b, err := amqp.AppendTable(nil, amqp.Table(args))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// DecodeArgs reads arguments EncodeArgs wrote.
+func DecodeArgs(b []byte) map[string]any {
+	if len(b) == 0 {
+		return nil
+	}
+	t, _, err := amqp.DecodeTable(b)
+	if err != nil {
+		return nil
+	}
+	return map[string]any(t)
+}

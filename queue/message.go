@@ -1,13 +1,20 @@
-// Package queue holds one queue's ordered messages and its consumers: the
-// ready backlog, dispatch to consumers, requeue order and the exclusive and
-// auto-delete bookkeeping. It knows nothing of sockets or channels: it
-// delivers to the Consumer interface it declares and keeps messages behind
-// the Backlog interface, so a disk-backed backlog slots in unchanged.
+// Package queue is the seam between the broker and its queue types: the
+// Queue and Type interfaces (queue.go) that the channel and the vhost call,
+// the registry of types keyed by x-queue-type (types.go), and what every
+// type shares: messages, entries, consumers, declarations and their
+// argument checks in RabbitMQ's words (args.go). It knows nothing of
+// sockets, channels or stores. The types live in their own packages:
+// classic queues in queue/classic, direct reply-to in queue/replyto; the
+// contract every type passes is queue/queuetest.
 package queue
 
 import (
+	"fmt"
+	"math/big"
 	"sync/atomic"
 	"time"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // Message is one published message. It is immutable once published and may
@@ -43,16 +50,67 @@ func (m *Message) Lost() bool { return m.lost.Load() }
 // Size is the message's weight for byte-based accounting.
 func (m *Message) Size() int64 { return int64(len(m.Body)) }
 
-// Entry is a message's place in one queue.
-type Entry struct {
-	// Seq orders the queue: a requeued entry returns to the place its Seq
-	// gives it, ahead of every later message, as RabbitMQ does.
-	Seq         uint64
-	Msg         *Message
-	Redelivered bool
-	// Returns counts how often the entry came back to the queue unsettled;
-	// quorum queues report it as x-delivery-count.
-	Returns uint32
-	// Expires is when the entry expires, in Unix nanoseconds; 0 = never.
-	Expires int64
+// NewStored rebuilds a message read back from a durable store or a spill
+// file, reading the properties a queue needs (priority, expiration).
+func NewStored(exchange, routingKey string, props, body []byte, storeID uint64) *Message {
+	m := &Message{
+		Exchange: exchange, RoutingKey: routingKey, Props: props, Body: body,
+		Persistent: storeID != 0 || amqp.PropDeliveryMode(props) == 2, StoreID: storeID,
+	}
+	m.Priority, _ = amqp.PropPriority(props)
+	if exp, ok := amqp.PropExpiration(props); ok {
+		m.TTL, m.HasTTL = ParseExpiration(exp)
+	}
+	return m
+}
+
+// MaxExpiration caps a message TTL (RabbitMQ takes any non-negative
+// integer; beyond a century it makes no difference).
+const MaxExpiration = 100 * 365 * 24 * time.Hour
+
+// parseExpiration reads the expiration property: a whole number of
+// milliseconds, optionally signed, as Erlang's string:to_integer reads it
+// for RabbitMQ; negative numbers and trailing characters are refused
+// (ExpirationError says why).
+func ParseExpiration(exp string) (time.Duration, bool) {
+	n, rest, ok := leadingInteger(exp)
+	if !ok || rest != "" || n.Sign() < 0 {
+		return 0, false
+	}
+	if !n.IsInt64() || n.Int64() > int64(MaxExpiration/time.Millisecond) {
+		return MaxExpiration, true
+	}
+	return time.Duration(n.Int64()) * time.Millisecond, true
+}
+
+// expirationError is RabbitMQ's reason for refusing exp.
+func ExpirationError(exp string) string {
+	n, rest, ok := leadingInteger(exp)
+	switch {
+	case !ok:
+		return "no_integer"
+	case rest != "":
+		return fmt.Sprintf("{leftover_string,%q}", rest)
+	case n.Sign() < 0:
+		return fmt.Sprintf("{value_negative,%s}", n)
+	}
+	return "no_integer"
+}
+
+// leadingInteger reads an optionally signed decimal integer at the start
+// of s and returns it with what follows it.
+func leadingInteger(s string) (*big.Int, string, bool) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return nil, s, false
+	}
+	n, ok := new(big.Int).SetString(s[:j], 10)
+	return n, s[j:], ok
 }

@@ -3,29 +3,115 @@ package queue
 import (
 	"fmt"
 	"maps"
+	"slices"
 )
 
-// Queue types as x-queue-type names them. Warren runs every type as a
-// classic queue, but checks declarations as RabbitMQ does, so a client
-// gets the same answers.
-var typeModules = map[string]string{
-	"classic": "rabbit_classic_queue",
-	"quorum":  "rabbit_quorum_queue",
-	"stream":  "rabbit_stream_queue",
+// Registry holds the queue types a broker runs, keyed by x-queue-type. It
+// is filled at start-up and only read afterwards.
+type Registry struct {
+	types map[string]Type
+	// known are the x-queue-type values RabbitMQ has, by their module
+	// names: a declaration naming one of them is checked as RabbitMQ
+	// checks it even when the broker runs no such type.
+	known map[string]string
 }
 
-// typeInvalidArgs are the arguments each type refuses (RabbitMQ 3.10).
-var typeInvalidArgs = map[string][]string{
-	"classic": {"x-dead-letter-strategy", "x-delivery-limit", "x-initial-cluster-size", "x-max-age",
+// NewRegistry returns a registry with no types.
+func NewRegistry() *Registry {
+	return &Registry{types: map[string]Type{}, known: map[string]string{
+		"classic": "rabbit_classic_queue",
+		"quorum":  "rabbit_quorum_queue",
+		"stream":  "rabbit_stream_queue",
+	}}
+}
+
+// Register adds t under its name, replacing a type of that name.
+func (r *Registry) Register(t Type) {
+	i := t.Info()
+	r.types[i.Name] = t
+	r.known[i.Name] = i.Module
+}
+
+// Lookup returns the type registered as name.
+func (r *Registry) Lookup(name string) (Type, bool) {
+	t, ok := r.types[name]
+	return t, ok
+}
+
+// Names lists the registered types, sorted.
+func (r *Registry) Names() []string { return slices.Sorted(maps.Keys(r.types)) }
+
+// TypeName returns the queue type args name ("classic" without one), or an
+// *ArgError for a value that is not a known type.
+func (r *Registry) TypeName(args map[string]any) (string, error) {
+	v, ok := args["x-queue-type"]
+	if !ok {
+		return "classic", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", &ArgError{"x-queue-type", fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+	}
+	if _, known := r.known[s]; !known {
+		return "", &ArgError{"x-queue-type", fmt.Sprintf("\"unsupported queue type '%s'\"", s)}
+	}
+	return s, nil
+}
+
+// Check validates a declaration in RabbitMQ's order: the type, the values
+// of the arguments the type takes, the arguments it refuses, then the
+// flags (replicated types are durable, not exclusive, not auto-delete).
+// It returns the type and the limits the arguments set.
+func (r *Registry) Check(d *Decl) (Type, Limits, error) {
+	name, err := r.TypeName(d.Args)
+	if err != nil {
+		return nil, Limits{}, err
+	}
+	t, ok := r.types[name]
+	if !ok {
+		return nil, Limits{}, &ArgError{"x-queue-type", fmt.Sprintf("\"unsupported queue type '%s'\"", name)}
+	}
+	info := t.Info()
+	valid := maps.Clone(d.Args)
+	for _, a := range info.Refused {
+		delete(valid, a)
+	}
+	l, err := ParseArgs(valid)
+	if err != nil {
+		return t, l, err
+	}
+	for _, a := range info.Refused {
+		if _, ok := d.Args[a]; ok {
+			return t, l, &TypeArgError{Arg: a, Module: info.Module}
+		}
+	}
+	if !info.Replicated {
+		return t, l, nil
+	}
+	switch {
+	case !d.Durable:
+		return t, l, &PropertyError{"non-durable"}
+	case d.Exclusive:
+		return t, l, &PropertyError{"exclusive-owner"}
+	case d.AutoDelete:
+		return t, l, &PropertyError{"auto-delete"}
+	}
+	return t, l, nil
+}
+
+// Refused lists the arguments each of RabbitMQ 3.10's queue types refuses,
+// for types that take its declarations.
+var (
+	ClassicRefused = []string{"x-dead-letter-strategy", "x-delivery-limit", "x-initial-cluster-size", "x-max-age",
 		"x-max-in-memory-bytes", "x-max-in-memory-length", "x-queue-leader-locator",
-		"x-quorum-initial-group-size", "x-stream-max-segment-size-bytes"},
-	"quorum": {"x-initial-cluster-size", "x-max-age", "x-max-priority", "x-queue-master-locator",
-		"x-queue-mode", "x-queue-version", "x-stream-max-segment-size-bytes"},
-	"stream": {"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
+		"x-quorum-initial-group-size", "x-stream-max-segment-size-bytes"}
+	QuorumRefused = []string{"x-initial-cluster-size", "x-max-age", "x-max-priority", "x-queue-master-locator",
+		"x-queue-mode", "x-queue-version", "x-stream-max-segment-size-bytes"}
+	StreamRefused = []string{"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
 		"x-delivery-limit", "x-expires", "x-max-in-memory-bytes", "x-max-in-memory-length",
 		"x-max-length", "x-max-priority", "x-message-ttl", "x-overflow", "x-queue-master-locator",
-		"x-queue-mode", "x-queue-version", "x-quorum-initial-group-size", "x-single-active-consumer"},
-}
+		"x-queue-mode", "x-queue-version", "x-quorum-initial-group-size", "x-single-active-consumer"}
+)
 
 // TypeArgError is an argument the queue's type does not take.
 type TypeArgError struct {
@@ -42,57 +128,3 @@ func (e *TypeArgError) Error() string {
 type PropertyError struct{ Property string }
 
 func (e *PropertyError) Error() string { return fmt.Sprintf("invalid property '%s'", e.Property) }
-
-// Type returns the queue type named by args ("classic" without one), or an
-// *ArgError for a value that is not a known type.
-func Type(args map[string]any) (string, error) {
-	v, ok := args["x-queue-type"]
-	if !ok {
-		return "classic", nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", &ArgError{"x-queue-type", fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-	}
-	if _, known := typeModules[s]; !known {
-		return "", &ArgError{"x-queue-type", fmt.Sprintf("\"unsupported queue type '%s'\"", s)}
-	}
-	return s, nil
-}
-
-// CheckDeclare validates a declaration in RabbitMQ's order: the type, the
-// values of the arguments the type takes, the arguments it refuses, then
-// the flags (quorum and stream queues are durable, not exclusive, not
-// auto-delete). It returns the limits the arguments set.
-func CheckDeclare(args map[string]any, durable, exclusive, autoDelete bool) (Limits, error) {
-	typ, err := Type(args)
-	if err != nil {
-		return Limits{}, err
-	}
-	invalid := typeInvalidArgs[typ]
-	valid := maps.Clone(args)
-	for _, a := range invalid {
-		delete(valid, a)
-	}
-	l, err := ParseArgs(valid)
-	if err != nil {
-		return l, err
-	}
-	for _, a := range invalid {
-		if _, ok := args[a]; ok {
-			return l, &TypeArgError{Arg: a, Module: typeModules[typ]}
-		}
-	}
-	if typ == "classic" {
-		return l, nil
-	}
-	switch {
-	case !durable:
-		return l, &PropertyError{"non-durable"}
-	case exclusive:
-		return l, &PropertyError{"exclusive-owner"}
-	case autoDelete:
-		return l, &PropertyError{"auto-delete"}
-	}
-	return l, nil
-}

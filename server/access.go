@@ -107,7 +107,7 @@ func (s *Server) DeleteVHost(name string) error {
 	v.mu.Unlock()
 	for _, q := range queues {
 		if _, err := v.deleteQueue(q, false, false); err != nil {
-			s.log.Warn().Err(err).Str("vhost", name).Str("queue", q.Name).Msg("deleting a queue of a deleted vhost")
+			s.log.Warn().Err(err).Str("vhost", name).Str("queue", q.Decl().Name).Msg("deleting a queue of a deleted vhost")
 		}
 	}
 	v.mu.Lock()

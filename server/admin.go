@@ -247,10 +247,10 @@ type QueueInfo struct {
 	// and PolicyDefinition its definition.
 	Policy           string
 	PolicyDefinition map[string]any
-	// ReadyInMemory and ReadyInMemoryBytes estimate the ready messages held
-	// in memory: a durable queue keeps a window of Config.QueueWindow of
-	// them and leaves the rest in the store (its transient messages, always
-	// in memory, are not told apart). The bytes assume average sizes.
+	// ReadyInMemory and ReadyInMemoryBytes are the ready messages held in
+	// memory: a queue keeps a window of about Config.QueueWindow of them
+	// and leaves the rest in the store (persistent messages of a durable
+	// queue) or its spill files (the others).
 	ReadyInMemory      int
 	ReadyInMemoryBytes int64
 	// Memory estimates the bytes the queue holds in memory: the ready
@@ -267,25 +267,15 @@ const (
 )
 
 // queueList returns v's queues, sorted by name.
-func (v *vhost) queueList() []*queue.Queue {
+func (v *vhost) queueList() []queue.Queue {
 	v.mu.RLock()
-	qs := make([]*queue.Queue, 0, len(v.queues))
+	qs := make([]queue.Queue, 0, len(v.queues))
 	for _, q := range v.queues {
 		qs = append(qs, q)
 	}
 	v.mu.RUnlock()
-	slices.SortFunc(qs, func(a, b *queue.Queue) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(qs, func(a, b queue.Queue) int { return cmp.Compare(a.Decl().Name, b.Decl().Name) })
 	return qs
-}
-
-// inMemory estimates how many of a queue's ready messages, and how many
-// of their bytes, are in memory (see backlogFor for which queues page).
-func (s *Server) inMemory(q *queue.Queue, st queue.Stats) (int, int64) {
-	if q.ID == 0 || q.Limits().MaxPriority > 0 || st.Ready <= s.cfg.QueueWindow {
-		return st.Ready, st.ReadyBytes
-	}
-	n := s.cfg.QueueWindow
-	return n, st.ReadyBytes / int64(st.Ready) * int64(n)
 }
 
 // queueMemory is QueueInfo.Memory.
@@ -295,20 +285,20 @@ func queueMemory(inMem int, inMemBytes int64) int64 {
 
 // queueInfo snapshots q. It takes q's lock, so the caller must hold no vhost
 // lock (q's hooks may take it).
-func (s *Server) queueInfo(v *vhost, q *queue.Queue, owners map[uint64]string, excl map[*queue.Queue]string) QueueInfo {
+func (s *Server) queueInfo(v *vhost, q queue.Queue, owners map[uint64]string, excl map[queue.Queue]string) QueueInfo {
 	st := q.Stats()
-	inMem, inMemBytes := s.inMemory(q, st)
+	d := q.Decl()
 	qi := QueueInfo{
-		VHost: v.name, Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete,
-		Args: q.Args, Ready: st.Ready, ReadyBytes: st.ReadyBytes, Unacked: st.Unacked, Consumers: st.Consumers,
-		ExclusiveConsumer: excl[q], ReadyInMemory: inMem, ReadyInMemoryBytes: inMemBytes,
-		Memory: queueMemory(inMem, inMemBytes),
+		VHost: v.name, Name: d.Name, Durable: d.Durable, Exclusive: d.Exclusive, AutoDelete: d.AutoDelete,
+		Args: d.Args, Ready: st.Ready, ReadyBytes: st.ReadyBytes, Unacked: st.Unacked, Consumers: st.Consumers,
+		ExclusiveConsumer: excl[q], ReadyInMemory: st.InMemory, ReadyInMemoryBytes: st.InMemoryBytes,
+		Memory: queueMemory(st.InMemory, st.InMemoryBytes),
 	}
-	if q.Exclusive {
-		qi.Owner = owners[q.Owner]
+	if d.Exclusive {
+		qi.Owner = owners[d.Owner]
 	}
 	v.mu.RLock()
-	if p := v.queuePolicy(q.Name); p != nil {
+	if p := v.queuePolicy(d.Name); p != nil {
 		qi.Policy, qi.PolicyDefinition = p.Name, p.Definition
 	}
 	v.mu.RUnlock()
@@ -344,7 +334,7 @@ func (s *Server) Queue(vhost, name string) (QueueInfo, error) {
 	return s.queueInfo(v, q, s.ownerNames(), s.exclusiveConsumers()), nil
 }
 
-func (v *vhost) lookupQueue(name string) *queue.Queue {
+func (v *vhost) lookupQueue(name string) queue.Queue {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.queues[name]
@@ -612,13 +602,13 @@ func (s *Server) Consumers(vhost string) ([]ConsumerInfo, error) {
 		name := connName(c)
 		host, port := splitAddr(c.nc.RemoteAddr())
 		for _, k := range ks {
-			if k.q == nil || (vhost != "" && c.vhost.name != vhost) {
-				continue // k.q is nil for a direct reply-to consumer
+			if k.q.Type() == s.replies || (vhost != "" && c.vhost.name != vhost) {
+				continue // RabbitMQ lists no direct reply-to consumers
 			}
 			out = append(out, ConsumerInfo{
-				VHost: c.vhost.name, Queue: k.q.Name, Tag: k.tag, Connection: name, Channel: k.ch.id,
+				VHost: c.vhost.name, Queue: k.q.Decl().Name, Tag: k.tag, Connection: name, Channel: k.ch.id,
 				PeerHost: host, PeerPort: port, User: c.user,
-				AckRequired: !k.noAck, Exclusive: k.exclusive, Prefetch: int(k.prefetch),
+				AckRequired: !k.noAck, Exclusive: k.exclusive, Prefetch: int(k.credit.Limit()),
 			})
 		}
 	}
@@ -630,8 +620,8 @@ func (s *Server) Consumers(vhost string) ([]ConsumerInfo, error) {
 }
 
 // exclusiveConsumers maps queues to the tag of their exclusive consumer.
-func (s *Server) exclusiveConsumers() map[*queue.Queue]string {
-	m := map[*queue.Queue]string{}
+func (s *Server) exclusiveConsumers() map[queue.Queue]string {
+	m := map[queue.Queue]string{}
 	for _, c := range s.clientConns() {
 		for _, k := range consumerSnapshot(c) {
 			if k.exclusive && k.q != nil {
@@ -662,9 +652,10 @@ func (s *Server) Channels() []ChannelInfo {
 			ci := ChannelInfo{
 				Connection: connName(c), Number: ch.id, User: info.User, VHost: info.VHost,
 				Consumers: len(ch.consumers), Unacked: ch.unacked.Len(),
-				Prefetch: int(ch.prefetch), GlobalPrefetch: int(ch.globalPrefetch),
 				Confirm: ch.confirmMode.Load(), Transactional: ch.txMode.Load(),
 			}
+			pre, global := ch.credit.Prefetch()
+			ci.Prefetch, ci.GlobalPrefetch = int(pre), int(global)
 			closed := ch.closed
 			ch.mu.Unlock()
 			if !closed {
@@ -753,7 +744,7 @@ func (s *Server) Overview() Overview {
 			o.Unacked += st.Unacked
 			o.ReadyBytes += st.ReadyBytes
 			o.Consumers += st.Consumers
-			o.QueueMemory += queueMemory(s.inMemory(q, st))
+			o.QueueMemory += queueMemory(st.InMemory, st.InMemoryBytes)
 		}
 	}
 	o.Messages = o.Ready + o.Unacked
@@ -797,7 +788,11 @@ func (s *Server) PurgeQueue(vhost, name string) (int, error) {
 	if q == nil {
 		return 0, notFoundQueue(name, vhost)
 	}
-	return q.Purge(), nil
+	p, ok := q.(queue.Purger)
+	if !ok {
+		return 0, purgeRefused(q)
+	}
+	return p.Purge(), nil
 }
 
 // adminTimeout bounds one AdminSession operation.

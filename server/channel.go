@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/replyto"
 	"github.com/warrenmq/warren/txn"
 )
 
@@ -30,20 +31,20 @@ type channel struct {
 	// name shortcut.
 	lastQueue string
 	confirms  *ack.Confirms // nil until confirm.select
-	replyKey  string        // the direct reply-to name, if the channel consumes replies
-	tx        *txn.Tx[*publishing]
-	scratch   []ack.Delivery
-	pubPerm   publishPermCache
+	// replyQ is the channel's direct reply-to pseudo-queue, nil until it
+	// consumes replies (and deleted once it stops).
+	replyQ  *replyto.Queue
+	tx      *txn.Tx[*publishing]
+	pubPerm publishPermCache
+	entries []queue.Entry // applySettle's scratch
 
-	mu             sync.Mutex
-	closed         bool
-	nextTag        uint64
-	unacked        ack.Unacked
-	consumers      map[string]*consumer
-	prefetch       uint16 // per-consumer limit for consumers started later
-	globalPrefetch uint16 // limit shared by the channel's consumers
-	acking         int    // unacked deliveries that count against prefetch
-	flowActive     bool
+	mu         sync.Mutex
+	closed     bool
+	nextTag    uint64
+	unacked    ack.Unacked
+	credit     ack.Credit // basic.qos
+	consumers  map[string]*consumer
+	flowActive bool
 
 	// confirmMode and txMode are set once, with confirms and tx, for the
 	// admin API, which reads them from other goroutines (confirms and tx are
@@ -69,11 +70,10 @@ type publishing struct {
 type consumer struct {
 	ch        *channel
 	tag       string
-	q         *queue.Queue
+	q         queue.Queue
 	noAck     bool
 	exclusive bool
-	prefetch  uint16
-	unacked   int // guarded by ch.mu
+	credit    ack.ConsumerCredit // guarded by ch.mu
 }
 
 func newChannel(c *conn, id uint16) *channel {
@@ -81,23 +81,15 @@ func newChannel(c *conn, id uint16) *channel {
 }
 
 // Deliver implements queue.Consumer.
-func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
+func (k *consumer) Deliver(q queue.Queue, e queue.Entry, ctx any) queue.Outcome {
 	ch := k.ch
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.closed || !ch.flowActive || ch.c.stopped.Load() {
 		return queue.Refused
 	}
-	if !k.noAck {
-		if k.prefetch > 0 && k.unacked >= int(k.prefetch) {
-			return queue.Refused
-		}
-		if ch.globalPrefetch > 0 && ch.acking >= int(ch.globalPrefetch) {
-			return queue.Refused
-		}
-		if ch.c.unackedFull() {
-			return queue.Refused
-		}
+	if !k.noAck && (!ch.credit.Room(&k.credit) || ch.c.unackedFull()) {
+		return queue.Refused
 	}
 	out := ch.c.out
 	out.mu.Lock()
@@ -114,28 +106,22 @@ func (k *consumer) Deliver(q *queue.Queue, e queue.Entry) queue.Outcome {
 		Redelivered: e.Redelivered,
 		Exchange:    m.Exchange,
 		RoutingKey:  m.RoutingKey,
-	}, deliveryProps(q, e), m.Body, ch.c.frameMax)
+	}, q.DeliveryProps(e), m.Body, ch.c.frameMax)
 	if err != nil {
 		ch.nextTag--
 		return queue.Refused
 	}
 	// A publisher's reader delivering writes this socket itself at the end
 	// of its burst (flushSet); anyone else wakes the writer.
-	var fs *flushSet
-	if q != nil { // nil: a direct reply-to delivery
-		fs, _ = q.DispatchContext().(*flushSet)
-	}
+	fs, _ := ctx.(*flushSet)
 	out.deferLocked(fs)
 	ch.traceDeliver(q, e)
 	if k.noAck {
-		ch.c.vhost.settleStored([]ack.Delivery{{Tag: tag, Queue: q, Entry: e}})
 		return queue.Settled
 	}
-	ch.c.vhost.markDelivered(q, e)
-	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Consumer: k})
+	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Credit: &k.credit})
 	ch.c.unackedCount.Add(1)
-	k.unacked++
-	ch.acking++
+	ch.credit.Take(&k.credit)
 	return queue.Pending
 }
 
@@ -285,7 +271,7 @@ func (ch *channel) shutdown() {
 	consumers := ch.consumers
 	ch.consumers = map[string]*consumer{}
 	pending := ch.unacked.TakeAll(nil)
-	ch.acking = 0
+	ch.credit.Reset()
 	ch.mu.Unlock()
 	ch.c.unackedChanged(-len(pending))
 	if ch.tx != nil {
@@ -297,12 +283,8 @@ func (ch *channel) shutdown() {
 	// Requeued before the consumers go: a single active consumer's
 	// successor then gets these first, in their order, ahead of newer
 	// messages (the closed channel refuses them meanwhile).
-	requeueGrouped(pending)
-	ch.dropReplyConsumer()
+	settleGrouped(pending, queue.Requeue)
 	for _, k := range consumers {
-		if k.q == nil {
-			continue // the reply-to pseudo-consumer
-		}
 		ch.c.unregisterConsumer(k)
 		if k.q.RemoveConsumer(k.tag, k) {
 			ch.c.vhost.deleteQueueIfUnused(k.q)
@@ -310,22 +292,18 @@ func (ch *channel) shutdown() {
 	}
 }
 
-// requeueGrouped returns deliveries to their queues, one call per run of
-// the same queue.
-func requeueGrouped(ds []ack.Delivery) {
-	if len(ds) == 0 {
+// settleGrouped settles deliveries with op, one Settle per queue, in the
+// order the queues first appear.
+func settleGrouped(ds []ack.Delivery, op queue.SettleOp) {
+	switch {
+	case len(ds) == 0:
+		return
+	case ack.SameQueue(ds):
+		ds[0].Queue.Settle(ack.Entries(ds), op)
 		return
 	}
-	byQueue := map[*queue.Queue][]queue.Entry{}
-	var order []*queue.Queue
-	for _, d := range ds {
-		if _, ok := byQueue[d.Queue]; !ok {
-			order = append(order, d.Queue)
-		}
-		byQueue[d.Queue] = append(byQueue[d.Queue], d.Entry)
-	}
-	for _, q := range order {
-		q.Requeue(byQueue[q])
+	for _, g := range ack.ByQueue(ds) {
+		g.Queue.Settle(g.Entries, op)
 	}
 }
 
@@ -333,17 +311,15 @@ func requeueGrouped(ds []ack.Delivery) {
 // came back.
 func (ch *channel) kick() {
 	ch.mu.Lock()
-	qs := make([]*queue.Queue, 0, len(ch.consumers))
+	qs := make([]queue.Queue, 0, len(ch.consumers))
 	for _, k := range ch.consumers {
-		if k.q != nil {
-			qs = append(qs, k.q)
-		}
+		qs = append(qs, k.q)
 	}
 	ch.mu.Unlock()
 	// Only the channel's reader kicks: its flushSet takes the writes.
 	ctx := ch.c.flushCtx()
 	for _, q := range qs {
-		q.KickFor(ctx)
+		q.Kick(ctx)
 	}
 }
 

@@ -542,7 +542,7 @@ func (c *conn) kickConsumers() {
 	// The channel table belongs to the reader; consumers are reached
 	// through a snapshot kept under the consumer registry lock.
 	for _, q := range c.consumedQueues() {
-		q.Kick()
+		q.Kick(nil)
 	}
 }
 
@@ -840,10 +840,10 @@ func (c *conn) unregisterConsumer(k *consumer) {
 	c.consMu.Unlock()
 }
 
-func (c *conn) consumedQueues() []*queue.Queue {
+func (c *conn) consumedQueues() []queue.Queue {
 	c.consMu.Lock()
 	defer c.consMu.Unlock()
-	qs := make([]*queue.Queue, 0, len(c.consumers))
+	qs := make([]queue.Queue, 0, len(c.consumers))
 	for k := range c.consumers {
 		qs = append(qs, k.q)
 	}

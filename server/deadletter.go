@@ -10,24 +10,24 @@ import (
 // deadLetter republishes messages that left q as rejected, expired or
 // dropped for length to q's dead-letter exchange, with the x-death history
 // RabbitMQ writes. It is queue.Hooks.DeadLetter, called with no locks held.
-func (v *vhost) deadLetter(q *queue.Queue, dead []queue.Dead) {
-	l := q.Limits()
+func (v *vhost) deadLetter(q queue.Queue, dead []queue.Dead) {
+	name := q.Decl().Name
 	for _, d := range dead {
-		m, deaths := withDeath(d.Msg, q.Name, d.Reason, time.Now(), l.HasDLRK)
-		m.Exchange = l.DeadLetterExchange
+		m, deaths := withDeath(d.Msg, name, d.Reason, time.Now(), d.HasRoutingKey)
+		m.Exchange = d.Exchange
 		// Without a dead-letter routing key the message keeps its routing
 		// keys, its CC header's included (RabbitMQ's routing_keys also hold
 		// the BCC keys, which Warren does not keep past the publish).
 		var cc []string
-		if l.HasDLRK {
-			m.RoutingKey = l.DeadLetterRoutingKey
+		if d.HasRoutingKey {
+			m.RoutingKey = d.RoutingKey
 		} else {
 			cc = headerCC(m.Props)
 		}
 		s := v.routePublish(m.Exchange, m.RoutingKey, cc, m.Props)
 		targets := s.queues[:0:0]
 		for _, target := range s.queues {
-			if d.Reason == queue.Rejected || !isCycle(deaths, target.Name) {
+			if d.Reason == queue.Rejected || !isCycle(deaths, target.Decl().Name) {
 				targets = append(targets, target)
 			}
 		}

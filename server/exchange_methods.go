@@ -202,7 +202,7 @@ func (v *vhost) unbind(src string, b binding.Binding, owner uint64) error {
 		if q == nil {
 			return nil
 		}
-		if q.Exclusive && q.Owner != owner {
+		if d := q.Decl(); d.Exclusive && d.Owner != owner {
 			for _, have := range e.Bindings() {
 				if have.Dest == b.Dest && have.Key == b.Key && binding.ArgsEqual(have.Args, b.Args) {
 					return lockedQueue(b.Dest.Name, v.name)

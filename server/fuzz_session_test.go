@@ -251,10 +251,7 @@ func (b *fuzzBroker) checkAfterConn(t testing.TB) {
 			t.Fatalf("vhost %q counts %d connections after the last closed", v.name, n)
 		}
 	}
-	b.srv.replyMu.Lock()
-	n := len(b.srv.replyTo)
-	b.srv.replyMu.Unlock()
-	if n != 0 {
+	if n := b.srv.replies.Len(); n != 0 {
 		t.Fatalf("%d direct reply-to consumers left after their connection closed", n)
 	}
 }
@@ -278,7 +275,7 @@ func (b *fuzzBroker) reset(t testing.TB) {
 		v.mu.RUnlock()
 		for _, q := range qs {
 			if _, err := v.deleteQueue(q, false, false); err != nil {
-				t.Fatalf("deleting queue %q: %v", q.Name, err)
+				t.Fatalf("deleting queue %q: %v", q.Decl().Name, err)
 			}
 		}
 		v.mu.Lock()

@@ -260,13 +260,17 @@ func policyLimits(def map[string]any) (queue.Limits, error) {
 func (v *vhost) applyPolicies() {
 	v.mu.RLock()
 	type change struct {
-		q *queue.Queue
+		q queue.LimitSetter
 		l queue.Limits
 	}
 	var changes []change
 	for name, q := range v.queues {
-		if l, err := v.effectiveLimits(name, q.Args); err == nil {
-			changes = append(changes, change{q, l})
+		ls, ok := q.(queue.LimitSetter)
+		if !ok {
+			continue
+		}
+		if l, err := v.effectiveLimits(name, q.Decl().Args); err == nil {
+			changes = append(changes, change{ls, l})
 		}
 	}
 	v.mu.RUnlock()

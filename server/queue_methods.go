@@ -9,9 +9,18 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
-	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
+
+// purgeRefused and getRefused answer an operation a queue's type lacks.
+// The stream issue records RabbitMQ's exact replies for its type.
+func purgeRefused(q queue.Queue) *amqp.Error {
+	return amqp.Errorf(amqp.NotImplemented, 0, 0, "queue.purge not supported by %s queues", q.Type().Info().Name)
+}
+
+func getRefused(q queue.Queue) *amqp.Error {
+	return amqp.Errorf(amqp.NotImplemented, 0, 0, "basic.get not supported by %s queues", q.Type().Info().Name)
+}
 
 func notFoundQueue(name, vhost string) *amqp.Error {
 	return amqp.Errorf(amqp.NotFound, 0, 0, "no queue '%s' in vhost '%s'", name, vhost)
@@ -38,7 +47,7 @@ func (ch *channel) queueName(name string) (string, error) {
 
 // findQueue looks a queue up for an operation by this connection: 404 when
 // missing, 405 when another connection holds it exclusively.
-func (ch *channel) findQueue(name string) (*queue.Queue, error) {
+func (ch *channel) findQueue(name string) (queue.Queue, error) {
 	v := ch.c.vhost
 	v.mu.RLock()
 	q := v.queues[name]
@@ -46,7 +55,7 @@ func (ch *channel) findQueue(name string) (*queue.Queue, error) {
 	if q == nil {
 		return nil, notFoundQueue(name, v.name)
 	}
-	if q.Exclusive && q.Owner != ch.c.id {
+	if d := q.Decl(); d.Exclusive && d.Owner != ch.c.id {
 		return nil, lockedQueue(name, v.name)
 	}
 	return q, nil
@@ -82,42 +91,24 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		return err
 	}
 	d := queue.Decl{
-		Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
+		VHost: v.name, Name: name, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete,
 		Args: cloneArgs(m.Arguments),
 	}
 	if m.Exclusive {
 		d.Owner = ch.c.id
 	}
-	_, err := queue.CheckDeclare(d.Args, d.Durable, d.Exclusive, d.AutoDelete)
+	typ, _, err := ch.c.srv.types.Check(&d)
 	if err != nil {
-		var ae *queue.ArgError
-		var te *queue.TypeArgError
-		var pe *queue.PropertyError
-		var ate *queue.ArgTypeError
-		switch {
-		case errors.As(err, &ate):
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid type '%s' for arg '%s' in queue '%s' in vhost '%s'",
-				ate.Type, ate.Arg, name, v.name)
-		case errors.As(err, &ae):
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
-				ae.Arg, name, v.name, ae.Reason)
-		case errors.As(err, &te):
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s' of queue type %s",
-				te.Arg, name, v.name, te.Module)
-		case errors.As(err, &pe):
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid property '%s' for queue '%s' in vhost '%s'",
-				pe.Property, name, v.name)
-		}
-		return err
+		return declareError(err, name, v.name)
 	}
 	v.mu.Lock()
 	q := v.queues[name]
 	if q != nil {
-		if (q.Exclusive && q.Owner != ch.c.id) || q.Exclusive != d.Exclusive {
+		if have := q.Decl(); (have.Exclusive && have.Owner != ch.c.id) || have.Exclusive != d.Exclusive {
 			v.mu.Unlock()
 			return lockedQueue(name, v.name)
 		}
-		if arg, got, have := queueDifference(q.Decl, d); arg != "" {
+		if arg, got, have := queueDifference(*q.Decl(), d); arg != "" {
 			v.mu.Unlock()
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
 				"inequivalent arg '%s' for queue '%s' in vhost '%s': received '%v' but current is '%v'",
@@ -134,15 +125,10 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 			v.mu.Unlock()
 			return err
 		}
-		if storable(d) {
-			rec := persist.QueueRecord{VHost: v.name, Name: name, Durable: true, AutoDelete: d.AutoDelete, Args: encodeArgs(d.Args)}
-			if err := v.store.SaveQueue(&rec); err != nil {
-				v.mu.Unlock()
-				return amqp.Errorf(amqp.InternalError, 0, 0, "cannot store queue: %v", err)
-			}
-			d.ID = rec.ID
+		if q, err = typ.New(d, limits, v.hooks); err != nil {
+			v.mu.Unlock()
+			return declareError(err, name, v.name)
 		}
-		q = queue.New(d, queue.Options{Limits: limits, Hooks: v.hooks, Backlog: v.backlogFor(d.ID, limits)})
 		v.queues[name] = q
 	}
 	v.mu.Unlock()
@@ -230,8 +216,11 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 	if err != nil {
 		return err
 	}
-	n := q.Purge()
-	return ch.reply(m.NoWait, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
+	p, ok := q.(queue.Purger)
+	if !ok {
+		return purgeRefused(q)
+	}
+	return ch.reply(m.NoWait, &amqp.QueuePurgeOk{MessageCount: uint32(p.Purge())})
 }
 
 func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
@@ -286,4 +275,27 @@ func fmtArg(v any) string {
 		return "none"
 	}
 	return fmt.Sprint(v)
+}
+
+// declareError words a refused declaration as RabbitMQ does.
+func declareError(err error, name, vhost string) error {
+	var ae *queue.ArgError
+	var te *queue.TypeArgError
+	var pe *queue.PropertyError
+	var ate *queue.ArgTypeError
+	switch {
+	case errors.As(err, &ate):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid type '%s' for arg '%s' in queue '%s' in vhost '%s'",
+			ate.Type, ate.Arg, name, vhost)
+	case errors.As(err, &ae):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
+			ae.Arg, name, vhost, ae.Reason)
+	case errors.As(err, &te):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s' of queue type %s",
+			te.Arg, name, vhost, te.Module)
+	case errors.As(err, &pe):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid property '%s' for queue '%s' in vhost '%s'",
+			pe.Property, name, vhost)
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/classic"
+	"github.com/warrenmq/warren/queue/replyto"
 )
 
 // storeCloseTimeout bounds how long shutdown waits for the store to close.
@@ -38,9 +42,13 @@ type Server struct {
 	tlsCfg *tls.Config  // nil without a TLS listener
 	tlsLn  net.Listener // the amqps listener (raw TCP; see tls.go)
 
-	store   persist.Store
-	msgID   atomic.Uint64 // last message id handed to the store
-	spillID atomic.Uint64 // last id given to a queue's spill directory
+	store persist.Store
+	msgID atomic.Uint64 // last message id handed to the store
+	// types are the queue types by x-queue-type; classic is the classic
+	// one, replies the direct reply-to pseudo-queues.
+	types   *queue.Registry
+	classic *classic.Type
+	replies *replyto.Type
 
 	maxMessageSize atomic.Uint64
 
@@ -56,9 +64,6 @@ type Server struct {
 	alarms *alarmState
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
 	alarmPoke chan struct{}
-
-	replyMu sync.Mutex
-	replyTo map[string]*consumer // direct reply-to names -> their consumers
 
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
@@ -78,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 		log:     *cfg.Log,
 		vhosts:  map[string]*vhost{},
 		conns:   map[*conn]struct{}{},
-		replyTo: map[string]*consumer{},
+		replies: replyto.NewType(),
 		tlsCfg:  tlsCfg,
 
 		outMaxBuffered: outMaxBuffered,
@@ -107,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		limit = memoryLimit(cfg.MemoryHighWatermark)
 	}
 	s.alarms = newAlarmState(limit)
+	s.registerTypes()
 	// What non-durable queues spilled before a restart is gone for good.
 	if err := os.RemoveAll(s.spillDir()); err != nil {
 		s.store.Close()
@@ -283,3 +289,25 @@ func (s *Server) vhost(name string) *vhost {
 	defer s.vhostsMu.RUnlock()
 	return s.vhosts[name]
 }
+
+// registerTypes sets up the queue types. Quorum and stream queues run as
+// classic queues for now, with their declarations checked as RabbitMQ
+// checks them and x-delivery-count on quorum deliveries; their own types
+// replace these registrations (issues 13 and 14).
+func (s *Server) registerTypes() {
+	s.classic = classic.NewType(classic.Config{
+		Store:         s.store,
+		Window:        s.cfg.QueueWindow,
+		SpillDir:      s.spillDir(),
+		NextMessageID: func() uint64 { return s.msgID.Add(1) },
+		Log:           func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
+	})
+	s.types = queue.NewRegistry()
+	s.types.Register(s.classic)
+	s.types.Register(s.classic.As(queue.TypeInfo{Name: "quorum", Module: "rabbit_quorum_queue", Refused: queue.QuorumRefused, Replicated: true}))
+	s.types.Register(s.classic.As(queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true}))
+}
+
+// spillDir is where non-durable queues spill: a directory under the data
+// directory, emptied at every start.
+func (s *Server) spillDir() string { return filepath.Join(s.cfg.DataDir, "spill") }

@@ -85,7 +85,7 @@ func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 		for _, q := range v.queueList() {
 			qs := q.MessageStats()
 			vm.Queues.Add(qs)
-			qout = append(qout, QueueMessageStats{VHost: v.name, Name: q.Name, Stats: qs})
+			qout = append(qout, QueueMessageStats{VHost: v.name, Name: q.Decl().Name, Stats: qs})
 		}
 		vout = append(vout, vm)
 	}

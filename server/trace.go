@@ -228,14 +228,14 @@ func (c *conn) connName() string {
 }
 
 // tracePublish copies a publish on ch that went to queues.
-func (ch *channel) tracePublish(p *publishing, queues []*queue.Queue) {
+func (ch *channel) tracePublish(p *publishing, queues []queue.Queue) {
 	v := ch.c.vhost
 	if !v.tracingOn() || p.method.Exchange == traceExchange {
 		return
 	}
 	routed := make([]string, len(queues))
 	for i, q := range queues {
-		routed[i] = q.Name
+		routed[i] = q.Decl().Name
 	}
 	v.traceAdd(traceEvent{
 		exchange: p.method.Exchange, keys: append([]string{p.method.RoutingKey}, p.cc...),
@@ -243,17 +243,17 @@ func (ch *channel) tracePublish(p *publishing, queues []*queue.Queue) {
 	})
 }
 
-// traceDeliver copies a delivery of e from q on ch. It may run with q's
-// and ch's locks held.
-func (ch *channel) traceDeliver(q *queue.Queue, e queue.Entry) {
+// traceDeliver copies a delivery of e from q on ch (not a direct reply-to
+// one, as RabbitMQ). It may run with q's and ch's locks held.
+func (ch *channel) traceDeliver(q queue.Queue, e queue.Entry) {
 	v := ch.c.vhost
-	if q == nil || !v.tracingOn() || e.Msg.Exchange == traceExchange {
+	if !v.tracingOn() || e.Msg.Exchange == traceExchange || q.Type() == ch.c.srv.replies {
 		return
 	}
 	v.traceAdd(traceEvent{
 		deliver: true, exchange: e.Msg.Exchange, keys: []string{e.Msg.RoutingKey},
 		props: e.Msg.Props, body: e.Msg.Body, connName: ch.c.connName(), user: ch.c.user, channel: ch.id,
-		queue: q.Name, redelivered: e.Redelivered,
+		queue: q.Decl().Name, redelivered: e.Redelivered,
 	})
 }
 

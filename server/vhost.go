@@ -24,7 +24,7 @@ type vhost struct {
 
 	mu        sync.RWMutex
 	exchanges map[string]*exchange.Exchange
-	queues    map[string]*queue.Queue
+	queues    map[string]queue.Queue
 	// headersExchanges counts headers exchanges, so that publishes decode
 	// the headers property only when some exchange could look at it.
 	headersExchanges int
@@ -47,14 +47,13 @@ func newVhost(s *Server, name string) *vhost {
 		store:     s.store,
 		log:       &s.log,
 		exchanges: map[string]*exchange.Exchange{},
-		queues:    map[string]*queue.Queue{},
+		queues:    map[string]queue.Queue{},
 	}
 	v.lookup = func(name string) *exchange.Exchange { return v.exchanges[name] }
 	v.scratchPool.New = func() any { return &routeScratch{} }
 	v.hooks = queue.Hooks{
 		DeadLetter: v.deadLetter,
-		Expired:    func(q *queue.Queue) { v.deleteQueue(q, true, false) },
-		Removed:    v.removedFromQueue,
+		Expired:    func(q queue.Queue) { v.deleteQueue(q, true, false) },
 	}
 	for _, d := range []exchange.Decl{
 		{Name: "", Kind: exchange.Direct, Durable: true},
@@ -116,7 +115,7 @@ func (v *vhost) maybeAutoDeleteExchange(e *exchange.Exchange) {
 type routeScratch struct {
 	ex     exchange.Scratch
 	names  []string
-	queues []*queue.Queue
+	queues []queue.Queue
 	found  bool // the exchange exists
 }
 
@@ -168,21 +167,19 @@ func (v *vhost) releaseScratch(s *routeScratch) {
 	v.scratchPool.Put(s)
 }
 
-// deleteQueue removes q and its bindings, and returns the consumers that
-// must be told. It is a no-op for a queue already gone.
-func (v *vhost) deleteQueue(q *queue.Queue, ifUnused, ifEmpty bool) (int, error) {
+// deleteQueue removes q (its store record too) and its bindings, and
+// tells its consumers. It is a no-op for a queue already gone.
+func (v *vhost) deleteQueue(q queue.Queue, ifUnused, ifEmpty bool) (int, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	name := q.Decl().Name
 	ready, consumers, err := q.Delete(ifUnused, ifEmpty)
 	if err != nil {
 		return 0, err
 	}
-	if v.queues[q.Name] == q {
-		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: q.Name})
-		delete(v.queues, q.Name)
-		if q.ID != 0 {
-			v.logStoreErr(v.store.DeleteQueue(v.name, q.Name, q.ID))
-		}
+	if v.queues[name] == q {
+		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: name})
+		delete(v.queues, name)
 	}
 	for _, c := range consumers {
 		if k, ok := c.Consumer.(*consumer); ok {
@@ -193,16 +190,16 @@ func (v *vhost) deleteQueue(q *queue.Queue, ifUnused, ifEmpty bool) (int, error)
 }
 
 // deleteQueueIfUnused auto-deletes q after its last consumer left.
-func (v *vhost) deleteQueueIfUnused(q *queue.Queue) {
+func (v *vhost) deleteQueueIfUnused(q queue.Queue) {
 	v.deleteQueue(q, true, false)
 }
 
 // deleteExclusive deletes every exclusive queue owned by connection owner.
 func (v *vhost) deleteExclusive(owner uint64) {
 	v.mu.RLock()
-	var qs []*queue.Queue
+	var qs []queue.Queue
 	for _, q := range v.queues {
-		if q.Exclusive && q.Owner == owner {
+		if d := q.Decl(); d.Exclusive && d.Owner == owner {
 			qs = append(qs, q)
 		}
 	}
@@ -211,8 +208,6 @@ func (v *vhost) deleteExclusive(owner uint64) {
 		v.deleteQueue(q, false, false)
 	}
 }
-
-func (v *vhost) nextMsgID() uint64 { return v.srv.msgID.Add(1) }
 
 // genName returns a server-generated name such as amq.gen-<random>.
 func genName(prefix string) string {

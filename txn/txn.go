@@ -3,7 +3,10 @@
 // discards them.
 package txn
 
-import "github.com/warrenmq/warren/ack"
+import (
+	"github.com/warrenmq/warren/ack"
+	"github.com/warrenmq/warren/queue"
+)
 
 // Settle is a buffered basic.ack, basic.nack or basic.reject. Its
 // deliveries were taken from the channel's unacked set when the method
@@ -11,9 +14,7 @@ import "github.com/warrenmq/warren/ack"
 // hands them back.
 type Settle struct {
 	Deliveries []ack.Delivery
-	// Ack is true for basic.ack; false for nack and reject.
-	Ack     bool
-	Requeue bool
+	Op         queue.SettleOp
 }
 
 // Tx is one open transaction carrying publishes of type P. It is not safe

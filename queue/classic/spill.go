@@ -1,4 +1,4 @@
-package server
+package classic
 
 import (
 	"bufio"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
 )
 
@@ -159,17 +158,7 @@ func (s *spillLog) readEntry() (queue.Entry, error) {
 		return queue.Entry{}, fmt.Errorf("spill segment %d is truncated: %w", s.rSeg, err)
 	}
 	props := buf[xl+kl : xl+kl+pl : xl+kl+pl]
-	m := &queue.Message{
-		Exchange:   string(buf[:xl]),
-		RoutingKey: string(buf[xl : xl+kl]),
-		Props:      props,
-		Body:       buf[xl+kl+pl:],
-		Persistent: amqp.PropDeliveryMode(props) == 2,
-		Priority:   priority(props),
-	}
-	if exp, ok := amqp.PropExpiration(props); ok {
-		m.TTL, m.HasTTL = parseExpiration(exp)
-	}
+	m := queue.NewStored(string(buf[:xl]), string(buf[xl:xl+kl]), props, buf[xl+kl+pl:], 0)
 	return queue.Entry{
 		Seq: binary.BigEndian.Uint64(hdr[0:]), Msg: m, Redelivered: hdr[16] == 1,
 		Expires: int64(binary.BigEndian.Uint64(hdr[8:])),
@@ -189,7 +178,3 @@ func (s *spillLog) remove() error {
 	s.wSeg, s.rSeg, s.wBytes, s.unflushed = 0, 1, 0, false
 	return os.RemoveAll(s.dir)
 }
-
-// spillDir is where non-durable queues spill: a directory under the data
-// directory, emptied at every start.
-func (s *Server) spillDir() string { return filepath.Join(s.cfg.DataDir, "spill") }

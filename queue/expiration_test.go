@@ -1,4 +1,4 @@
-package server
+package queue
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func TestParseExpiration(t *testing.T) {
 		{"60000", time.Minute, true, ""},
 		{"+5", 5 * time.Millisecond, true, ""},
 		{"99999999999", 99999999999 * time.Millisecond, true, ""},
-		{"999999999999999999999999", maxExpiration, true, ""},
+		{"999999999999999999999999", MaxExpiration, true, ""},
 		{"-1", 0, false, "{value_negative,-1}"},
 		{"1.5", 0, false, `{leftover_string,".5"}`},
 		{"12abc", 0, false, `{leftover_string,"abc"}`},
@@ -25,13 +25,13 @@ func TestParseExpiration(t *testing.T) {
 		{"-", 0, false, "no_integer"},
 		{" 5", 0, false, "no_integer"},
 	} {
-		ttl, ok := parseExpiration(c.exp)
+		ttl, ok := ParseExpiration(c.exp)
 		if ok != c.ok || (ok && ttl != c.ttl) {
-			t.Errorf("parseExpiration(%q) = %v, %v; want %v, %v", c.exp, ttl, ok, c.ttl, c.ok)
+			t.Errorf("ParseExpiration(%q) = %v, %v; want %v, %v", c.exp, ttl, ok, c.ttl, c.ok)
 		}
 		if !ok {
-			if r := expirationError(c.exp); r != c.reason {
-				t.Errorf("expirationError(%q) = %s, want %s", c.exp, r, c.reason)
+			if r := ExpirationError(c.exp); r != c.reason {
+				t.Errorf("ExpirationError(%q) = %s, want %s", c.exp, r, c.reason)
 			}
 		}
 	}

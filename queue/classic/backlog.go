@@ -1,6 +1,10 @@
-package queue
+package classic
 
-import "container/heap"
+import (
+	"container/heap"
+
+	"github.com/warrenmq/warren/queue"
+)
 
 // Backlog keeps a queue's ready entries in Seq order. It is the storage seam:
 // the in-memory backlog below serves transient queues and tests; a
@@ -10,13 +14,13 @@ type Backlog interface {
 	// Push adds a ready entry. Entries normally come in ascending Seq; one
 	// that comes late (its Seq was reserved before a later one was pushed)
 	// is placed in Seq order.
-	Push(e Entry)
+	Push(e queue.Entry)
 	// Requeue returns an entry that was taken earlier to its place by Seq.
-	Requeue(e Entry)
+	Requeue(e queue.Entry)
 	// Peek returns the first entry without removing it.
-	Peek() (Entry, bool)
+	Peek() (queue.Entry, bool)
 	// Pop removes and returns the first entry.
-	Pop() (Entry, bool)
+	Pop() (queue.Entry, bool)
 	// Len is the number of ready entries; Bytes their body bytes.
 	Len() int
 	Bytes() int64
@@ -25,7 +29,7 @@ type Backlog interface {
 	// Remove takes out the ready entry e (found by Seq and Msg) wherever
 	// it is, reporting whether it was there. It is for a message the store
 	// failed to write (Queue.Withdraw), a rare path: it may be slow.
-	Remove(e Entry) bool
+	Remove(e queue.Entry) bool
 }
 
 // memBacklog is a FIFO ring of fresh entries plus a min-heap of requeued
@@ -34,7 +38,7 @@ type Backlog interface {
 // requeued entry always belongs before the whole ring and the heap is
 // consulted first.
 type memBacklog struct {
-	ring     []Entry
+	ring     []queue.Entry
 	head     int
 	n        int
 	requeued seqHeap
@@ -44,7 +48,7 @@ type memBacklog struct {
 // NewMemBacklog returns an empty in-memory backlog.
 func NewMemBacklog() Backlog { return &memBacklog{} }
 
-func (b *memBacklog) Push(e Entry) {
+func (b *memBacklog) Push(e queue.Entry) {
 	if b.n == len(b.ring) {
 		b.grow()
 	}
@@ -69,43 +73,43 @@ func (b *memBacklog) grow() {
 	if size == 0 {
 		size = 16
 	}
-	ring := make([]Entry, size)
+	ring := make([]queue.Entry, size)
 	for i := 0; i < b.n; i++ {
 		ring[i] = b.ring[(b.head+i)%len(b.ring)]
 	}
 	b.ring, b.head = ring, 0
 }
 
-func (b *memBacklog) Requeue(e Entry) {
+func (b *memBacklog) Requeue(e queue.Entry) {
 	heap.Push(&b.requeued, e)
 	b.bytes += e.Msg.Size()
 }
 
-func (b *memBacklog) Peek() (Entry, bool) {
+func (b *memBacklog) Peek() (queue.Entry, bool) {
 	if len(b.requeued) > 0 {
 		return b.requeued[0], true
 	}
 	if b.n == 0 {
-		return Entry{}, false
+		return queue.Entry{}, false
 	}
 	return b.ring[b.head], true
 }
 
-func (b *memBacklog) Pop() (Entry, bool) {
-	var e Entry
+func (b *memBacklog) Pop() (queue.Entry, bool) {
+	var e queue.Entry
 	switch {
 	case len(b.requeued) > 0:
-		e = heap.Pop(&b.requeued).(Entry)
+		e = heap.Pop(&b.requeued).(queue.Entry)
 	case b.n > 0:
 		e = b.ring[b.head]
-		b.ring[b.head] = Entry{}
+		b.ring[b.head] = queue.Entry{}
 		b.head = (b.head + 1) % len(b.ring)
 		b.n--
 		if b.n == 0 {
 			b.head = 0
 		}
 	default:
-		return Entry{}, false
+		return queue.Entry{}, false
 	}
 	b.bytes -= e.Msg.Size()
 	return e, true
@@ -120,7 +124,7 @@ func (b *memBacklog) Purge() int {
 	return n
 }
 
-func (b *memBacklog) Remove(e Entry) bool {
+func (b *memBacklog) Remove(e queue.Entry) bool {
 	for i, r := range b.requeued {
 		if r.Seq == e.Seq && r.Msg == e.Msg {
 			heap.Remove(&b.requeued, i)
@@ -130,7 +134,7 @@ func (b *memBacklog) Remove(e Entry) bool {
 	}
 	// The ring is in Seq order: find the place, then close the gap.
 	size := len(b.ring)
-	at := func(i int) Entry { return b.ring[(b.head+i)%size] }
+	at := func(i int) queue.Entry { return b.ring[(b.head+i)%size] }
 	lo, hi := 0, b.n
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -147,7 +151,7 @@ func (b *memBacklog) Remove(e Entry) bool {
 		for j := i; j < b.n-1; j++ {
 			b.ring[(b.head+j)%size] = at(j + 1)
 		}
-		b.ring[(b.head+b.n-1)%size] = Entry{}
+		b.ring[(b.head+b.n-1)%size] = queue.Entry{}
 		b.n--
 		if b.n == 0 {
 			b.head = 0
@@ -158,16 +162,16 @@ func (b *memBacklog) Remove(e Entry) bool {
 	return false
 }
 
-type seqHeap []Entry
+type seqHeap []queue.Entry
 
 func (h seqHeap) Len() int           { return len(h) }
 func (h seqHeap) Less(i, j int) bool { return h[i].Seq < h[j].Seq }
 func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *seqHeap) Push(x any)        { *h = append(*h, x.(Entry)) }
+func (h *seqHeap) Push(x any)        { *h = append(*h, x.(queue.Entry)) }
 func (h *seqHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
-	old[len(old)-1] = Entry{}
+	old[len(old)-1] = queue.Entry{}
 	*h = old[:len(old)-1]
 	return e
 }
@@ -186,7 +190,7 @@ func NewPriorityBacklog(max uint8) Backlog {
 	return &priorityBacklog{levels: make([]memBacklog, int(max)+1)}
 }
 
-func (b *priorityBacklog) level(e Entry) *memBacklog {
+func (b *priorityBacklog) level(e queue.Entry) *memBacklog {
 	p := int(e.Msg.Priority)
 	if p >= len(b.levels) {
 		p = len(b.levels) - 1
@@ -194,13 +198,13 @@ func (b *priorityBacklog) level(e Entry) *memBacklog {
 	return &b.levels[p]
 }
 
-func (b *priorityBacklog) Push(e Entry) {
+func (b *priorityBacklog) Push(e queue.Entry) {
 	b.level(e).Push(e)
 	b.n++
 	b.bytes += e.Msg.Size()
 }
 
-func (b *priorityBacklog) Requeue(e Entry) {
+func (b *priorityBacklog) Requeue(e queue.Entry) {
 	b.level(e).Requeue(e)
 	b.n++
 	b.bytes += e.Msg.Size()
@@ -215,17 +219,17 @@ func (b *priorityBacklog) top() *memBacklog {
 	return nil
 }
 
-func (b *priorityBacklog) Peek() (Entry, bool) {
+func (b *priorityBacklog) Peek() (queue.Entry, bool) {
 	if l := b.top(); l != nil {
 		return l.Peek()
 	}
-	return Entry{}, false
+	return queue.Entry{}, false
 }
 
-func (b *priorityBacklog) Pop() (Entry, bool) {
+func (b *priorityBacklog) Pop() (queue.Entry, bool) {
 	l := b.top()
 	if l == nil {
-		return Entry{}, false
+		return queue.Entry{}, false
 	}
 	e, _ := l.Pop()
 	b.n--
@@ -236,7 +240,7 @@ func (b *priorityBacklog) Pop() (Entry, bool) {
 func (b *priorityBacklog) Len() int     { return b.n }
 func (b *priorityBacklog) Bytes() int64 { return b.bytes }
 
-func (b *priorityBacklog) Remove(e Entry) bool {
+func (b *priorityBacklog) Remove(e queue.Entry) bool {
 	if !b.level(e).Remove(e) {
 		return false
 	}

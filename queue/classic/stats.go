@@ -1,6 +1,10 @@
-package queue
+package classic
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/queue"
+)
 
 // counters are a queue's message_stats, RabbitMQ's event counters: each
 // is one atomic add where the event happens (queue.go and the channel's
@@ -16,24 +20,6 @@ type counters struct {
 	ack          atomic.Uint64 // acknowledged
 }
 
-// MessageStats is a snapshot of a queue's counters, named as RabbitMQ's
-// message_stats fields.
-type MessageStats struct {
-	Publish, Deliver, DeliverNoAck, Get, GetNoAck, GetEmpty, Redeliver, Ack uint64
-}
-
-// Add adds o to s.
-func (s *MessageStats) Add(o MessageStats) {
-	s.Publish += o.Publish
-	s.Deliver += o.Deliver
-	s.DeliverNoAck += o.DeliverNoAck
-	s.Get += o.Get
-	s.GetNoAck += o.GetNoAck
-	s.GetEmpty += o.GetEmpty
-	s.Redeliver += o.Redeliver
-	s.Ack += o.Ack
-}
-
 // delivered counts a delivery to a consumer.
 func (c *counters) delivered(needsAck, redelivered bool) {
 	if needsAck {
@@ -47,30 +33,27 @@ func (c *counters) delivered(needsAck, redelivered bool) {
 }
 
 // MessageStats reads the queue's counters.
-func (q *Queue) MessageStats() MessageStats {
+func (q *Queue) MessageStats() queue.MessageStats {
 	c := &q.ctr
-	return MessageStats{
+	return queue.MessageStats{
 		Publish: c.publish.Load(), Deliver: c.deliver.Load(), DeliverNoAck: c.deliverNoAck.Load(),
 		Get: c.get.Load(), GetNoAck: c.getNoAck.Load(), GetEmpty: c.getEmpty.Load(),
 		Redeliver: c.redeliver.Load(), Ack: c.ack.Load(),
 	}
 }
 
-// CountGet counts a basic.get: found reports whether it took a message.
-func (q *Queue) CountGet(found, noAck, redelivered bool) {
+// got counts a basic.get: found reports whether it took a message.
+func (c *counters) got(found, noAck, redelivered bool) {
 	switch {
 	case !found:
-		q.ctr.getEmpty.Add(1)
+		c.getEmpty.Add(1)
 		return
 	case noAck:
-		q.ctr.getNoAck.Add(1)
+		c.getNoAck.Add(1)
 	default:
-		q.ctr.get.Add(1)
+		c.get.Add(1)
 	}
 	if redelivered {
-		q.ctr.redeliver.Add(1)
+		c.redeliver.Add(1)
 	}
 }
-
-// CountAck counts n acknowledged messages.
-func (q *Queue) CountAck(n int) { q.ctr.ack.Add(uint64(n)) }

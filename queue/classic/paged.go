@@ -1,9 +1,8 @@
-package server
+package classic
 
 import (
 	"fmt"
 
-	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
@@ -38,7 +37,7 @@ type pagedBacklog struct {
 	log    func(err error)
 	spill  *spillLog // the overflow of entries not in the store; nil: none
 
-	mem     queue.Backlog
+	mem     Backlog
 	stored  segment // entries left in the store
 	spilled segment // entries in the spill log
 }
@@ -78,7 +77,7 @@ func (s *segment) loaded(n int, last uint64) {
 }
 
 // due reports whether the segment's head may come before mem's.
-func (s *segment) due(mem queue.Backlog) bool {
+func (s *segment) due(mem Backlog) bool {
 	if s.n == 0 {
 		return false
 	}
@@ -87,7 +86,7 @@ func (s *segment) due(mem queue.Backlog) bool {
 }
 
 func newPagedBacklog(store persist.Store, qid uint64, window int, log func(error)) *pagedBacklog {
-	return &pagedBacklog{store: store, qid: qid, window: window, log: log, mem: queue.NewMemBacklog()}
+	return &pagedBacklog{store: store, qid: qid, window: window, log: log, mem: NewMemBacklog()}
 }
 
 // recovered makes the queue's stored entries (count of them, all on disk)
@@ -153,13 +152,7 @@ func (b *pagedBacklog) fillFromStore() bool {
 	loaded := 0
 	last := b.stored.from
 	err := b.store.ScanQueue(b.qid, b.stored.from, max(b.window/2, 1), true, func(r persist.RecoveredEntry) error {
-		m := &queue.Message{
-			Exchange: r.Msg.Exchange, RoutingKey: r.Msg.RoutingKey, Props: r.Msg.Props, Body: r.Msg.Body,
-			Persistent: true, StoreID: r.MsgID, Priority: priority(r.Msg.Props),
-		}
-		if exp, ok := amqp.PropExpiration(r.Msg.Props); ok {
-			m.TTL, m.HasTTL = parseExpiration(exp)
-		}
+		m := queue.NewStored(r.Msg.Exchange, r.Msg.RoutingKey, r.Msg.Props, r.Msg.Body, r.MsgID)
 		b.mem.Push(queue.Entry{Seq: r.Seq, Msg: m, Redelivered: r.Redelivered, Expires: r.Expires})
 		b.stored.bytes -= m.Size()
 		loaded++

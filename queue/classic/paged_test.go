@@ -1,9 +1,8 @@
-package server
+package classic
 
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,7 +23,7 @@ func TestPagedBacklogOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newPagedBacklog(st, rec.ID, 2, func(err error) { t.Error(err) })
-	q := queue.New(queue.Decl{Name: "q", Durable: true, ID: rec.ID}, queue.Options{Backlog: b})
+	q := New(queue.Decl{Name: "q", Durable: true, ID: rec.ID}, Options{Backlog: b})
 	var msgID uint64
 	push := func(seq uint64, stored bool) {
 		m := &queue.Message{Body: []byte(fmt.Sprint(seq)), Persistent: stored}
@@ -33,7 +32,7 @@ func TestPagedBacklogOrder(t *testing.T) {
 			m.StoreID = msgID
 			st.Publish(msgID, persist.MessageRecord{Body: m.Body}, []persist.QueueSeq{{QueueID: rec.ID, Seq: seq, MsgID: msgID}}, nil)
 		}
-		q.EnqueueAt(m, seq)
+		q.EnqueueFor(m, seq, nil)
 	}
 	seqs := make([]uint64, 12)
 	for i := range seqs {
@@ -52,11 +51,11 @@ func TestPagedBacklogOrder(t *testing.T) {
 		t.Fatal("nothing was paged out with a window of 2")
 	}
 	var got []string
-	first, _, _ := q.Get()
-	second, _, _ := q.Get()
-	q.Requeue([]queue.Entry{second, first})
+	first, _, _ := q.Get(false)
+	second, _, _ := q.Get(false)
+	q.Settle([]queue.Entry{second, first}, queue.Requeue)
 	for {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -80,7 +79,7 @@ func TestPagedBacklogTransient(t *testing.T) {
 	b := newPagedBacklog(st, 0, 2, func(err error) { t.Error(err) })
 	b.spill = newSpillLog(dir)
 	b.spill.segMax = 64 // a few records per segment
-	q := queue.New(queue.Decl{Name: "tq"}, queue.Options{Backlog: b})
+	q := New(queue.Decl{Name: "tq"}, Options{Backlog: b})
 	props, _ := (&amqp.Properties{DeliveryMode: 2, Headers: amqp.Table{"h": "v"}}).Append(nil)
 	for i := 1; i <= 10; i++ {
 		q.Enqueue(&queue.Message{Exchange: "x", RoutingKey: fmt.Sprint("k", i), Props: props, Body: []byte(fmt.Sprint(i)), Persistent: true})
@@ -94,7 +93,7 @@ func TestPagedBacklogTransient(t *testing.T) {
 	}
 	var got []string
 	for i := 1; ; i++ {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -143,7 +142,7 @@ func TestPagedBacklogDurableTransient(t *testing.T) {
 	b := newPagedBacklog(st, rec.ID, window, func(err error) { t.Error(err) })
 	b.spill = newSpillLog(filepath.Join(t.TempDir(), "dq"))
 	b.spill.segMax = 256
-	q := queue.New(queue.Decl{Name: "dq", Durable: true, ID: rec.ID}, queue.Options{Backlog: b})
+	q := New(queue.Decl{Name: "dq", Durable: true, ID: rec.ID}, Options{Backlog: b})
 	var msgID uint64
 	push := func(i int) {
 		seq := q.ReserveSeq()
@@ -153,7 +152,7 @@ func TestPagedBacklogDurableTransient(t *testing.T) {
 			m.StoreID, m.Persistent = msgID, true
 			st.Publish(msgID, persist.MessageRecord{Body: m.Body}, []persist.QueueSeq{{QueueID: rec.ID, Seq: seq, MsgID: msgID}}, nil)
 		}
-		q.EnqueueAt(m, seq)
+		q.EnqueueFor(m, seq, nil)
 	}
 	const n = 200
 	for i := 1; i <= n; i++ {
@@ -167,7 +166,7 @@ func TestPagedBacklogDurableTransient(t *testing.T) {
 	}
 	var got []int
 	for i := 1; ; i++ {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -187,44 +186,6 @@ func TestPagedBacklogDurableTransient(t *testing.T) {
 	for i, v := range got {
 		if v != i+1 {
 			t.Fatalf("message %d is %d: order %v", i+1, v, got)
-		}
-	}
-}
-
-// TestDurableQueueSpillsTransient: through the broker, a durable queue fed
-// only transient messages keeps no more than its window of them in memory.
-func TestDurableQueueSpillsTransient(t *testing.T) {
-	const window = 8
-	s := newTestServer(t, Config{QueueWindow: window, DataDir: t.TempDir()})
-	v := s.vhost("/")
-	pub, _ := net.Pipe()
-	c := newConn(s, pub)
-	c.vhost, c.user, c.frameMax = v, "guest", 131072
-	ch := newChannel(c, 1)
-	c.channels[1] = ch
-	if err := ch.queueDeclare(&amqp.QueueDeclare{Queue: "dq", Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	method := &amqp.BasicPublish{RoutingKey: "dq"}
-	for i := range 100 {
-		body := []byte(fmt.Sprint(i))
-		ch.route(&publishing{method: method, body: body, bodySize: uint64(len(body)), gotHdr: true}, nil)
-	}
-	v.mu.RLock()
-	q := v.queues["dq"]
-	v.mu.RUnlock()
-	if n := q.Stats().Ready; n != 100 {
-		t.Fatalf("%d ready, want 100", n)
-	}
-	// The spill log: what is past the window went to files.
-	segs, _ := filepath.Glob(filepath.Join(s.spillDir(), "*", "*.spill"))
-	if len(segs) == 0 {
-		t.Fatal("a durable queue kept 100 transient messages in memory with a window of 8: nothing spilled")
-	}
-	for i := range 100 {
-		e, _, ok := q.Get()
-		if !ok || string(e.Msg.Body) != fmt.Sprint(i) {
-			t.Fatalf("message %d: %v %q", i, ok, e.Msg.Body)
 		}
 	}
 }

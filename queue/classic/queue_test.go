@@ -1,31 +1,33 @@
-package queue
+package classic
 
 import (
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/queue"
 )
 
 // recorder is a Consumer that takes up to limit deliveries.
 type recorder struct {
-	got   []Entry
+	got   []queue.Entry
 	limit int
 	noAck bool
 }
 
-func (r *recorder) Deliver(q *Queue, e Entry) Outcome {
+func (r *recorder) Deliver(q queue.Queue, e queue.Entry, _ any) queue.Outcome {
 	if r.limit >= 0 && len(r.got) >= r.limit {
-		return Refused
+		return queue.Refused
 	}
 	r.got = append(r.got, e)
 	if r.noAck {
-		return Settled
+		return queue.Settled
 	}
-	return Pending
+	return queue.Pending
 }
 
-func msg(body string) *Message { return &Message{Body: []byte(body)} }
+func msg(body string) *queue.Message { return &queue.Message{Body: []byte(body)} }
 
-func bodies(es []Entry) []string {
+func bodies(es []queue.Entry) []string {
 	var out []string
 	for _, e := range es {
 		out = append(out, string(e.Msg.Body))
@@ -34,25 +36,25 @@ func bodies(es []Entry) []string {
 }
 
 func TestRequeueReturnsToOriginalPosition(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	for _, b := range []string{"1", "2", "3", "4", "5"} {
 		q.Enqueue(msg(b))
 	}
-	var taken []Entry
+	var taken []queue.Entry
 	for i := 0; i < 4; i++ {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			t.Fatal("get: empty")
 		}
 		taken = append(taken, e)
 	}
 	// Requeue 4 then 2: they must come back as 2, 4, ahead of 5.
-	q.Requeue([]Entry{taken[3]})
-	q.Requeue([]Entry{taken[1]})
+	q.Settle([]queue.Entry{taken[3]}, queue.Requeue)
+	q.Settle([]queue.Entry{taken[1]}, queue.Requeue)
 	q.Enqueue(msg("6"))
-	var got []Entry
+	var got []queue.Entry
 	for {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -71,12 +73,12 @@ func TestRequeueReturnsToOriginalPosition(t *testing.T) {
 }
 
 func TestRoundRobinAndCredit(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	a, b := &recorder{limit: 2}, &recorder{limit: -1}
-	if err := q.AddConsumer("a", a, false, 0); err != nil {
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: a, Exclusive: false, Priority: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.AddConsumer("b", b, false, 0); err != nil {
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "b", Consumer: b, Exclusive: false, Priority: 0}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 6; i++ {
@@ -92,9 +94,9 @@ func TestRoundRobinAndCredit(t *testing.T) {
 }
 
 func TestHeldMessagesFlowOnKick(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	c := &recorder{limit: 0}
-	q.AddConsumer("c", c, false, 0)
+	q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: c, Exclusive: false, Priority: 0})
 	for i := 0; i < 3; i++ {
 		q.Enqueue(msg("m"))
 	}
@@ -102,17 +104,17 @@ func TestHeldMessagesFlowOnKick(t *testing.T) {
 		t.Fatalf("ready = %d, want 3", st.Ready)
 	}
 	c.limit = 2
-	q.Kick()
+	q.Kick(nil)
 	if len(c.got) != 2 || q.Stats().Ready != 1 {
 		t.Fatalf("after kick: delivered %d, ready %d", len(c.got), q.Stats().Ready)
 	}
 }
 
 func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	c := &recorder{limit: -1, noAck: true}
-	q.AddConsumer("c", c, false, 0)
-	q.Kick()
+	q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: c, Exclusive: false, Priority: 0})
+	q.Kick(nil)
 	q.Enqueue(msg("m"))
 	if st := q.Stats(); st.Unacked != 0 || len(c.got) != 1 {
 		t.Fatalf("stats %+v, delivered %d", st, len(c.got))
@@ -120,25 +122,25 @@ func TestNoAckDeliveriesAreNotUnacked(t *testing.T) {
 }
 
 func TestExclusiveConsumer(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
-	if err := q.AddConsumer("a", &recorder{}, true, 0); err != nil {
+	q := New(queue.Decl{Name: "q"}, Options{})
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: &recorder{}, Exclusive: true, Priority: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.AddConsumer("b", &recorder{}, false, 0); err != ErrExclusiveConsumer {
-		t.Fatalf("second consumer: %v, want ErrExclusiveConsumer", err)
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "b", Consumer: &recorder{}, Exclusive: false, Priority: 0}); err != queue.ErrExclusiveConsumer {
+		t.Fatalf("second consumer: %v, want queue.ErrExclusiveConsumer", err)
 	}
-	q2 := New(Decl{Name: "q2"}, Options{})
-	q2.AddConsumer("a", &recorder{}, false, 0)
-	if err := q2.AddConsumer("b", &recorder{}, true, 0); err != ErrHasConsumers {
-		t.Fatalf("exclusive after shared: %v, want ErrHasConsumers", err)
+	q2 := New(queue.Decl{Name: "q2"}, Options{})
+	q2.AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: &recorder{}, Exclusive: false, Priority: 0})
+	if err := q2.AddConsumer(queue.ConsumeOptions{Tag: "b", Consumer: &recorder{}, Exclusive: true, Priority: 0}); err != queue.ErrHasConsumers {
+		t.Fatalf("exclusive after shared: %v, want queue.ErrHasConsumers", err)
 	}
 }
 
 func TestAutoDeleteAfterLastConsumer(t *testing.T) {
-	q := New(Decl{Name: "q", AutoDelete: true}, Options{})
+	q := New(queue.Decl{Name: "q", AutoDelete: true}, Options{})
 	a, b := &recorder{}, &recorder{}
-	q.AddConsumer("a", a, false, 0)
-	q.AddConsumer("b", b, false, 0)
+	q.AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: a, Exclusive: false, Priority: 0})
+	q.AddConsumer(queue.ConsumeOptions{Tag: "b", Consumer: b, Exclusive: false, Priority: 0})
 	if q.RemoveConsumer("a", a) {
 		t.Fatal("auto-delete with a consumer left")
 	}
@@ -148,14 +150,14 @@ func TestAutoDeleteAfterLastConsumer(t *testing.T) {
 }
 
 func TestDeleteConditions(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	q.Enqueue(msg("m"))
-	if _, _, err := q.Delete(false, true); err != ErrNotEmpty {
+	if _, _, err := q.Delete(false, true); err != queue.ErrNotEmpty {
 		t.Fatalf("if-empty: %v", err)
 	}
 	c := &recorder{limit: 0}
-	q.AddConsumer("c", c, false, 0)
-	if _, _, err := q.Delete(true, false); err != ErrInUse {
+	q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: c, Exclusive: false, Priority: 0})
+	if _, _, err := q.Delete(true, false); err != queue.ErrInUse {
 		t.Fatalf("if-unused: %v", err)
 	}
 	n, cs, err := q.Delete(false, false)
@@ -168,9 +170,9 @@ func TestDeleteConditions(t *testing.T) {
 }
 
 func BenchmarkEnqueueDeliver(b *testing.B) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	c := &discard{}
-	q.AddConsumer("c", c, false, 0)
+	q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: c, Exclusive: false, Priority: 0})
 	m := msg("hello")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -180,17 +182,17 @@ func BenchmarkEnqueueDeliver(b *testing.B) {
 
 type discard struct{}
 
-func (discard) Deliver(*Queue, Entry) Outcome { return Settled }
+func (discard) Deliver(queue.Queue, queue.Entry, any) queue.Outcome { return queue.Settled }
 
 func TestPriorityOrder(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, MaxPriority: 5}})
+	q := New(queue.Decl{Name: "q"}, Options{Limits: queue.Limits{MaxLength: -1, MaxLengthBytes: -1, MaxPriority: 5}})
 	for i, p := range []uint8{0, 3, 9, 3, 1} {
-		q.Enqueue(&Message{Body: []byte{byte('a' + i)}, Priority: p})
+		q.Enqueue(&queue.Message{Body: []byte{byte('a' + i)}, Priority: p})
 	}
 	var got []byte
-	var taken []Entry
+	var taken []queue.Entry
 	for {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -201,23 +203,23 @@ func TestPriorityOrder(t *testing.T) {
 	if string(got) != "cbdea" {
 		t.Fatalf("order %q, want cbdea", got)
 	}
-	q.Requeue([]Entry{taken[4], taken[2]}) // a (0), d (3)
-	e, _, _ := q.Get()
+	q.Settle([]queue.Entry{taken[4], taken[2]}, queue.Requeue) // a (0), d (3)
+	e, _, _ := q.Get(false)
 	if e.Msg.Body[0] != 'd' || !e.Redelivered {
 		t.Fatalf("after requeue got %q redelivered=%v, want d", e.Msg.Body, e.Redelivered)
 	}
 }
 
 func TestMaxLengthDropHeadDeadLetters(t *testing.T) {
-	var dead []Dead
-	q := New(Decl{Name: "q"}, Options{
-		Limits: Limits{MaxLength: 2, MaxLengthBytes: -1, HasDLX: true},
-		Hooks:  Hooks{DeadLetter: func(_ *Queue, d []Dead) { dead = append(dead, d...) }},
+	var dead []queue.Dead
+	q := New(queue.Decl{Name: "q"}, Options{
+		Limits: queue.Limits{MaxLength: 2, MaxLengthBytes: -1, HasDLX: true},
+		Hooks:  queue.Hooks{DeadLetter: func(_ queue.Queue, d []queue.Dead) { dead = append(dead, d...) }},
 	})
 	for _, b := range []string{"1", "2", "3", "4"} {
 		q.Enqueue(msg(b))
 	}
-	if len(dead) != 2 || string(dead[0].Msg.Body) != "1" || dead[1].Reason != MaxLen {
+	if len(dead) != 2 || string(dead[0].Msg.Body) != "1" || dead[1].Reason != queue.MaxLen {
 		t.Fatalf("dead = %+v", dead)
 	}
 	if q.Stats().Ready != 2 {
@@ -226,7 +228,7 @@ func TestMaxLengthDropHeadDeadLetters(t *testing.T) {
 }
 
 func TestRejectPublish(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: 1, MaxLengthBytes: -1, Overflow: RejectPublish}})
+	q := New(queue.Decl{Name: "q"}, Options{Limits: queue.Limits{MaxLength: 1, MaxLengthBytes: -1, Overflow: queue.RejectPublish}})
 	if r := q.Enqueue(msg("1")); r != Enqueued {
 		t.Fatalf("first: %v", r)
 	}
@@ -237,10 +239,10 @@ func TestRejectPublish(t *testing.T) {
 
 func TestHeadExpiryWithFakeClock(t *testing.T) {
 	now := time.Unix(1000, 0)
-	var dead []Dead
-	q := New(Decl{Name: "q"}, Options{
-		Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, HasMessageTTL: true, MessageTTL: time.Hour, HasDLX: true},
-		Hooks:  Hooks{DeadLetter: func(_ *Queue, d []Dead) { dead = append(dead, d...) }},
+	var dead []queue.Dead
+	q := New(queue.Decl{Name: "q"}, Options{
+		Limits: queue.Limits{MaxLength: -1, MaxLengthBytes: -1, HasMessageTTL: true, MessageTTL: time.Hour, HasDLX: true},
+		Hooks:  queue.Hooks{DeadLetter: func(_ queue.Queue, d []queue.Dead) { dead = append(dead, d...) }},
 		Now:    func() time.Time { return now },
 	})
 	q.Enqueue(msg("old"))
@@ -250,22 +252,22 @@ func TestHeadExpiryWithFakeClock(t *testing.T) {
 	if st := q.Stats(); st.Ready != 1 {
 		t.Fatalf("ready = %d, want 1", st.Ready)
 	}
-	if len(dead) != 1 || string(dead[0].Msg.Body) != "old" || dead[0].Reason != Expired {
+	if len(dead) != 1 || string(dead[0].Msg.Body) != "old" || dead[0].Reason != queue.Expired {
 		t.Fatalf("dead = %+v", dead)
 	}
 }
 
 func TestLateReservedSeqKeepsOrder(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	q.Enqueue(msg("1"))
 	s2 := q.ReserveSeq()
 	s3 := q.ReserveSeq()
-	q.EnqueueAt(msg("3"), s3)
-	q.EnqueueAt(msg("2"), s2)
+	q.EnqueueFor(msg("3"), s3, nil)
+	q.EnqueueFor(msg("2"), s2, nil)
 	q.Enqueue(msg("4"))
 	var got []string
 	for {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -277,11 +279,11 @@ func TestLateReservedSeqKeepsOrder(t *testing.T) {
 }
 
 func TestConsumerPriorities(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{})
+	q := New(queue.Decl{Name: "q"}, Options{})
 	low, high1, high2 := &recorder{limit: -1}, &recorder{limit: 1}, &recorder{limit: 1}
-	q.AddConsumer("low", low, false, 0)
-	q.AddConsumer("high1", high1, false, 5)
-	q.AddConsumer("high2", high2, false, 5)
+	q.AddConsumer(queue.ConsumeOptions{Tag: "low", Consumer: low, Exclusive: false, Priority: 0})
+	q.AddConsumer(queue.ConsumeOptions{Tag: "high1", Consumer: high1, Exclusive: false, Priority: 5})
+	q.AddConsumer(queue.ConsumeOptions{Tag: "high2", Consumer: high2, Exclusive: false, Priority: 5})
 	for i := 0; i < 4; i++ {
 		q.Enqueue(msg("m"))
 	}
@@ -296,10 +298,10 @@ func TestConsumerPriorities(t *testing.T) {
 }
 
 func TestSingleActiveConsumer(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: true}})
+	q := New(queue.Decl{Name: "q"}, Options{Limits: queue.Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: true}})
 	a, b := &recorder{limit: -1}, &recorder{limit: -1}
-	q.AddConsumer("a", a, false, 0)
-	q.AddConsumer("b", b, false, 9) // priority does not make b active
+	q.AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: a, Exclusive: false, Priority: 0})
+	q.AddConsumer(queue.ConsumeOptions{Tag: "b", Consumer: b, Exclusive: false, Priority: 9}) // priority does not make b active
 	for i := 0; i < 3; i++ {
 		q.Enqueue(msg("m"))
 	}
@@ -319,8 +321,8 @@ func TestSingleActiveConsumer(t *testing.T) {
 func BenchmarkExpireVsDrain(b *testing.B) {
 	const n = 1_000_000
 	fill := func(now *time.Time) *Queue {
-		q := New(Decl{Name: "q"}, Options{
-			Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, HasMessageTTL: true, MessageTTL: time.Second},
+		q := New(queue.Decl{Name: "q"}, Options{
+			Limits: queue.Limits{MaxLength: -1, MaxLengthBytes: -1, HasMessageTTL: true, MessageTTL: time.Second},
 			Now:    func() time.Time { return *now },
 		})
 		m := msg("x")
@@ -351,11 +353,10 @@ func BenchmarkExpireVsDrain(b *testing.B) {
 			q := fill(&now)
 			b.StartTimer()
 			for {
-				if _, _, ok := q.Get(); !ok {
+				if _, _, ok := q.Get(true); !ok {
 					break
 				}
 			}
-			q.Settle(n)
 			q.Delete(false, false)
 		}
 	})
@@ -366,11 +367,11 @@ func BenchmarkExpireVsDrain(b *testing.B) {
 // the order and the byte count of the rest.
 func TestBacklogRemove(t *testing.T) {
 	for _, b := range []Backlog{NewMemBacklog(), NewPriorityBacklog(3)} {
-		msgs := map[uint64]*Message{}
+		msgs := map[uint64]*queue.Message{}
 		push := func(seq uint64) {
-			m := &Message{Body: make([]byte, seq), Priority: uint8(seq % 2)}
+			m := &queue.Message{Body: make([]byte, seq), Priority: uint8(seq % 2)}
 			msgs[seq] = m
-			b.Push(Entry{Seq: seq, Msg: m})
+			b.Push(queue.Entry{Seq: seq, Msg: m})
 		}
 		for seq := uint64(1); seq <= 12; seq++ {
 			push(seq)
@@ -384,16 +385,16 @@ func TestBacklogRemove(t *testing.T) {
 		}
 		first, _ := b.Pop()
 		b.Requeue(first)
-		if b.Remove(Entry{Seq: 20, Msg: &Message{}}) {
+		if b.Remove(queue.Entry{Seq: 20, Msg: &queue.Message{}}) {
 			t.Fatal("removed an entry with the right seq but another message")
 		}
 		for _, seq := range []uint64{first.Seq, 20, 30, 14} {
-			if !b.Remove(Entry{Seq: seq, Msg: msgs[seq]}) {
+			if !b.Remove(queue.Entry{Seq: seq, Msg: msgs[seq]}) {
 				t.Fatalf("%T: entry %d not found", b, seq)
 			}
 			delete(msgs, seq)
 		}
-		if b.Remove(Entry{Seq: 20, Msg: &Message{}}) {
+		if b.Remove(queue.Entry{Seq: 20, Msg: &queue.Message{}}) {
 			t.Fatal("removed entry 20 twice")
 		}
 		var want int64
@@ -415,40 +416,40 @@ func TestBacklogRemove(t *testing.T) {
 
 func TestGetDropsExpiredNewHeadBeforeCounting(t *testing.T) {
 	now := time.Unix(1000, 0)
-	var dead []Dead
-	q := New(Decl{Name: "q"}, Options{
+	var dead []queue.Dead
+	q := New(queue.Decl{Name: "q"}, Options{
 		Now:    func() time.Time { return now },
-		Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, HasDLX: true},
-		Hooks:  Hooks{DeadLetter: func(_ *Queue, d []Dead) { dead = append(dead, d...) }},
+		Limits: queue.Limits{MaxLength: -1, MaxLengthBytes: -1, HasDLX: true},
+		Hooks:  queue.Hooks{DeadLetter: func(_ queue.Queue, d []queue.Dead) { dead = append(dead, d...) }},
 	})
 	q.Enqueue(msg("live"))
-	q.Enqueue(&Message{Body: []byte("dies"), TTL: time.Millisecond, HasTTL: true})
+	q.Enqueue(&queue.Message{Body: []byte("dies"), TTL: time.Millisecond, HasTTL: true})
 	q.Enqueue(msg("tail"))
 	now = now.Add(time.Second)
-	e, n, ok := q.Get()
+	e, n, ok := q.Get(false)
 	if !ok || string(e.Msg.Body) != "live" || n != 1 {
 		t.Fatalf("get %q, %d left, ok %v; want live with 1 left", e.Msg.Body, n, ok)
 	}
-	if len(dead) != 1 || string(dead[0].Msg.Body) != "dies" || dead[0].Reason != Expired {
+	if len(dead) != 1 || string(dead[0].Msg.Body) != "dies" || dead[0].Reason != queue.Expired {
 		t.Fatalf("dead-lettered %+v, want dies (expired)", dead)
 	}
 }
 
 func TestRequeueDropsHeadOverMaxLength(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: 2, MaxLengthBytes: -1}})
+	q := New(queue.Decl{Name: "q"}, Options{Limits: queue.Limits{MaxLength: 2, MaxLengthBytes: -1}})
 	q.Enqueue(msg("1"))
 	q.Enqueue(msg("2"))
-	e1, _, _ := q.Get()
-	e2, _, _ := q.Get()
+	e1, _, _ := q.Get(false)
+	e2, _, _ := q.Get(false)
 	q.Enqueue(msg("3"))
 	q.Enqueue(msg("4"))
 	if st := q.Stats(); st.Ready != 2 || st.Unacked != 2 {
 		t.Fatalf("stats %+v: unacked messages took room", st)
 	}
-	q.Requeue([]Entry{e1, e2})
+	q.Settle([]queue.Entry{e1, e2}, queue.Requeue)
 	var got []string
 	for {
-		e, _, ok := q.Get()
+		e, _, ok := q.Get(false)
 		if !ok {
 			break
 		}
@@ -460,8 +461,8 @@ func TestRequeueDropsHeadOverMaxLength(t *testing.T) {
 }
 
 func TestSingleActiveRefusesExclusiveConsumer(t *testing.T) {
-	q := New(Decl{Name: "q"}, Options{Limits: Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: true}})
-	if err := q.AddConsumer("x", &recorder{limit: -1}, true, 0); err != ErrExclusiveConsumer {
-		t.Fatalf("exclusive consumer of a single-active-consumer queue: %v, want ErrExclusiveConsumer", err)
+	q := New(queue.Decl{Name: "q"}, Options{Limits: queue.Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: true}})
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "x", Consumer: &recorder{limit: -1}, Exclusive: true, Priority: 0}); err != queue.ErrExclusiveConsumer {
+		t.Fatalf("exclusive consumer of a single-active-consumer queue: %v, want queue.ErrExclusiveConsumer", err)
 	}
 }
