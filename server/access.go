@@ -177,9 +177,10 @@ func (s *Server) loopbackOnly(user string) bool {
 // only (Config.LoopbackUsers); the management API applies it too.
 func (s *Server) LoopbackOnly(user string) bool { return s.loopbackOnly(user) }
 
-// LoginThrottle is the throttle of failed logins (Config.LoginThrottle),
-// shared by the AMQP listeners and the management API.
-func (s *Server) LoginThrottle() *auth.Throttle { return s.cfg.LoginThrottle }
+// LoginThrottle is the throttle of failed logins (auth.ThrottleConfig's
+// defaults; tests set their own through servertest), shared by the AMQP
+// listeners and the management API.
+func (s *Server) LoginThrottle() *auth.Throttle { return s.cfg.hooks.LoginThrottle }
 
 // accessRefused is RabbitMQ's 403 for a missing permission.
 func accessRefused(kind, name, vhost, user string) *amqp.Error {

@@ -586,7 +586,7 @@ func (c *conn) handshake() error {
 	} else if ap, ok := c.nc.(*adminPipe); ok {
 		refused = ap.user != user // an admin session, authenticated by its caller
 	} else {
-		try = c.srv.cfg.LoginThrottle.Begin(auth.SourceOf(c.nc.RemoteAddr().String()))
+		try = c.srv.LoginThrottle().Begin(auth.SourceOf(c.nc.RemoteAddr().String()))
 		if try.Refused {
 			refused = true
 		} else if _, ok := c.srv.auth.Authenticate(user, pass); !ok {
@@ -599,7 +599,7 @@ func (c *conn) handshake() error {
 		ev := c.log.Warn().Str("user", user).Str("mechanism", startOk.Mechanism)
 		switch {
 		case try != nil && try.Refused:
-			if ok, n := c.srv.cfg.LoginThrottle.LogRefusal(); ok {
+			if ok, n := c.srv.LoginThrottle().LogRefusal(); ok {
 				ev.Int("not_logged_since", n).Msg("login refused unchecked: too many failed logins in flight from this address")
 			}
 		case try != nil:
@@ -608,7 +608,7 @@ func (c *conn) handshake() error {
 			f := try.Failed(user)
 			ev.Int("address_failures", f.SourceFailures).Int("user_failures", f.UserFailures).Dur("delay", f.Delay).
 				Msg("login refused: unknown user or wrong credentials")
-			c.srv.cfg.LoginThrottle.Sleep(f.Delay, c.quit)
+			c.srv.LoginThrottle().Sleep(f.Delay, c.quit)
 			try.End()
 		default:
 			ev.Msg("login refused: unknown user or wrong credentials")

@@ -30,13 +30,11 @@ import (
 const mechExternal = "EXTERNAL"
 
 // newTLSConfig builds the amqps listener's TLS configuration from cfg, or
-// returns nil when cfg.TLSListen is empty (no TLS listener).
+// returns nil when cfg.TLSListen is empty (no TLS listener). Validate has
+// checked that a TLS listener has a certificate and a key.
 func newTLSConfig(cfg *Config) (*tls.Config, error) {
 	if cfg.TLSListen == "" {
 		return nil, nil
-	}
-	if cfg.TLSCert == "" || cfg.TLSKey == "" {
-		return nil, fmt.Errorf("TLS listener %s needs a certificate and a key (--tls-cert, --tls-key)", cfg.TLSListen)
 	}
 	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
