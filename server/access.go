@@ -249,7 +249,7 @@ func (v *vhost) admitConnection(user string, admin bool) *amqp.Error {
 	if n := v.conns.Add(1); ok && !admin && n > limit {
 		v.conns.Add(-1)
 		v.log.Warn().Str("vhost", v.name).Str("user", user).Int64("limit", limit).Msg("connection refused: vhost connection limit reached")
-		return amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.name, user, limit)
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.name, user, limit)
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func (ch *channel) publishAssembled() error {
 func (ch *channel) publish(p *publishing) error {
 	m := p.method
 	if m.Immediate {
-		return amqp.Errorf(amqp.NotImplemented, 60, 40, "immediate=true")
+		return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, amqp.MethodBasicPublish, "immediate=true")
 	}
 	if err := ch.checkPublish(m.Exchange); err != nil {
 		return err

@@ -139,7 +139,7 @@ func (c *conn) mechanisms() string {
 func (c *conn) externalCredentials() (user string, err error) {
 	cn, ok := c.peerCommonName()
 	if !ok {
-		return "", amqp.Errorf(amqp.CommandInvalid, 10, 11, "unknown authentication mechanism '%s'", mechExternal)
+		return "", amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, amqp.MethodConnectionStartOk, "unknown authentication mechanism '%s'", mechExternal)
 	}
 	return cn, nil
 }
