@@ -148,10 +148,6 @@ func (d *decoder) u64() uint64 {
 	return v
 }
 
-func (d *decoder) timestamp() time.Time {
-	return timeFromWire(d.u64())
-}
-
 func (d *decoder) shortstr(dst *string) {
 	n := int(d.u8())
 	if d.err != nil {

@@ -47,9 +47,6 @@ func (e *Error) ReplyString() string {
 // (320, 402, 501-506, 530, 540, 541) per the spec's hard-error class.
 func (e *Error) Hard() bool { return isHardCode(e.Code) }
 
-// IsHard reports whether the reply code is a hard (connection) error.
-func IsHard(code uint16) bool { return isHardCode(code) }
-
 // Errorf builds an *Error with a formatted text.
 func Errorf(code uint16, classID, methodID uint16, format string, args ...any) *Error {
 	return &Error{Code: code, Text: fmt.Sprintf(format, args...), ClassID: classID, MethodID: methodID}

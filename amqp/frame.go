@@ -126,18 +126,6 @@ func (fr *FrameReader) HasFrame() bool {
 	return uint64(n) >= FrameHeaderSize+size+1
 }
 
-// ReadProtocolHeader reads the 8-byte protocol header through the buffer, so
-// frames pipelined behind it are not lost. The caller validates the bytes.
-func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
-	var h [8]byte
-	if err := fr.fill(8); err != nil {
-		return h, err
-	}
-	copy(h[:], fr.buf[fr.start:])
-	fr.start += 8
-	return h, nil
-}
-
 // ReadFrame reads the next frame. Errors from the underlying reader are
 // returned as they are (io.EOF at a frame boundary, io.ErrUnexpectedEOF
 // inside a frame); after a timeout ReadFrame may be called again. Protocol violations are *Error with code FrameError: an

@@ -238,14 +238,6 @@ func (db *DB) change(f func() error) error {
 	return nil
 }
 
-// Empty reports whether the database has neither users nor vhosts (a
-// first start).
-func (db *DB) Empty() bool {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	return len(db.users) == 0 && len(db.vhosts) == 0
-}
-
 // Seed sets up a first start as RabbitMQ does: vhost "/" and each given
 // user as an administrator with full permissions on it.
 func (db *DB) Seed(users map[string]string) error {

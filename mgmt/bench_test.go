@@ -21,8 +21,7 @@ func (d *discard) WriteHeader(int)             {}
 // BenchmarkListQueues is GET /api/queues over 10,000 queues, as an
 // administrator: per op, the allocations of one whole list.
 func BenchmarkListQueues(b *testing.B) {
-	var br *server.Server
-	servertest.StartBroker(b, server.Config{OnStart: func(s *server.Server) { br = s }})
+	br := servertest.StartBroker(b, server.Config{}).Server()
 	a, err := br.OpenAdmin("guest", "/")
 	if err != nil {
 		b.Fatal(err)

@@ -35,14 +35,9 @@ import (
 // and publishes: their JSON is a few fields.
 const smallBody = 1 << 20
 
-// Defaults of Options.
-const (
-	defaultMaxBodySize      = 20_000_000 // RabbitMQ's management.http_max_body_size
-	defaultMaxHeavyRequests = 4
-	defaultHeavyWait        = 10 * time.Second
-	defaultPerObjectLimit   = 10_000
-	scrapeTurns             = 2 // unauthenticated /metrics scrapes at once
-)
+// scrapeTurns is how many unauthenticated /metrics scrapes are served at
+// once.
+const scrapeTurns = 2
 
 // safeMethod reports whether method only reads.
 func safeMethod(method string) bool {

@@ -107,8 +107,7 @@ func TestListPagesKeepOnlyKeys(t *testing.T) {
 // wait for a turn, and get 503 when none comes in time, while light ones
 // are served.
 func TestHeavyRequestsTakeTurns(t *testing.T) {
-	var b *server.Server
-	servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
+	b := servertest.StartBroker(t, server.Config{}).Server()
 	s := New(b, Options{MaxHeavyRequests: 1, HeavyWait: time.Millisecond})
 	get := func(path string) int {
 		req := httptest.NewRequest("GET", path, nil)

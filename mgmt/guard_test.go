@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
+	"github.com/warrenmq/warren/server/servertest"
 )
 
 // serveFrom sends req straight to the management handler as if it came
@@ -303,7 +304,7 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 // TestBulkWritesRefusedDuringAlarm checks that while the memory alarm is
 // on, definitions imports and publishes get 503, other requests as usual.
 func TestBulkWritesRefusedDuringAlarm(t *testing.T) {
-	e := startBroker(t, server.Config{AlarmInterval: 10 * time.Millisecond}, mgmt.Options{})
+	e := startBroker(t, server.Config{}, mgmt.Options{}, servertest.WithAlarmInterval(10*time.Millisecond))
 	e.broker.SetMemoryHighWatermark(1)
 	waitFor(t, "memory alarm", func() bool { return e.broker.Alarms().Memory })
 	publish := map[string]any{"routing_key": "q", "payload": "x", "payload_encoding": "string", "properties": map[string]any{}}
@@ -349,7 +350,7 @@ func (l *sleepLog) take() string {
 func TestHTTPLoginThrottle(t *testing.T) {
 	slept := &sleepLog{}
 	th := auth.NewThrottle(auth.ThrottleConfig{Free: 1, Base: 100 * time.Millisecond, Max: 10 * time.Second, Sleep: slept.sleep})
-	e := startBroker(t, server.Config{LoginThrottle: th}, mgmt.Options{})
+	e := startBroker(t, server.Config{}, mgmt.Options{}, servertest.WithLoginThrottle(th))
 	e.expect("PUT", "/api/users/ops", map[string]any{"password": "pw", "tags": "administrator"}, 201)
 	for range 4 {
 		if code, _ := e.doAs("guest", "wrong", "GET", "/api/overview", nil); code != 401 {

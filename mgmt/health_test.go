@@ -64,11 +64,9 @@ func TestHealthChecks(t *testing.T) {
 // certificate expiring within the period fails the expiration check.
 func TestHealthTLS(t *testing.T) {
 	certFile, keyFile := selfSignedCert(t, t.TempDir()) // valid for an hour
-	var b *server.Server
-	servertest.StartBroker(t, server.Config{
+	b := servertest.StartBroker(t, server.Config{
 		TLSListen: "127.0.0.1:0", TLSCert: certFile, TLSKey: keyFile,
-		OnStart: func(s *server.Server) { b = s },
-	})
+	}).Server()
 	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)

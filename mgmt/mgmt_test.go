@@ -38,13 +38,12 @@ func startWith(t *testing.T, opts mgmt.Options) *env {
 	return startBroker(t, server.Config{}, opts)
 }
 
-// startBroker starts a broker configured by cfg and a management API with
-// opts (Listen is set).
-func startBroker(t *testing.T, cfg server.Config, opts mgmt.Options) *env {
+// startBroker starts a broker configured by cfg and bopts and a management
+// API with opts (Listen is set).
+func startBroker(t *testing.T, cfg server.Config, opts mgmt.Options, bopts ...servertest.Option) *env {
 	t.Helper()
-	var b *server.Server
-	cfg.OnStart = func(s *server.Server) { b = s }
-	broker := servertest.StartBroker(t, cfg)
+	broker := servertest.StartBroker(t, cfg, bopts...)
+	b := broker.Server()
 	opts.Listen = "127.0.0.1:0"
 	m := mgmt.New(b, opts)
 	if err := m.Listen(); err != nil {

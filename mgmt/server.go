@@ -25,9 +25,10 @@ import (
 	"github.com/warrenmq/warren/server"
 )
 
-// Options configure a management server.
+// Options configure a management server. The zero value of a field means
+// its default (DefaultOptions).
 type Options struct {
-	// Listen is the HTTP listen address, e.g. "0.0.0.0:15672".
+	// Listen is the HTTP listen address (default 0.0.0.0:15672, RabbitMQ's).
 	Listen string
 	// Log receives request errors (default: disabled).
 	Log *zerolog.Logger
@@ -49,6 +50,20 @@ type Options struct {
 	PerObjectMetricsLimit int
 }
 
+// DefaultOptions are the options a zero field of Options stands for: New
+// fills every zero field from them, and cmd/warren's flags take their
+// defaults from them.
+func DefaultOptions() Options {
+	return Options{
+		Listen:                "0.0.0.0:15672",
+		StatsInterval:         5 * time.Second,
+		MaxBodySize:           20_000_000, // RabbitMQ's management.http_max_body_size
+		MaxHeavyRequests:      4,
+		HeavyWait:             10 * time.Second,
+		PerObjectMetricsLimit: 10_000,
+	}
+}
+
 // Server is the management HTTP server of one broker.
 type Server struct {
 	broker    *server.Server
@@ -66,20 +81,24 @@ type Server struct {
 
 // New returns a management server for broker; Listen opens its socket.
 func New(broker *server.Server, opts Options) *Server {
+	d := DefaultOptions()
+	if opts.Listen == "" {
+		opts.Listen = d.Listen
+	}
 	if opts.StatsInterval <= 0 {
-		opts.StatsInterval = 5 * time.Second
+		opts.StatsInterval = d.StatsInterval
 	}
 	if opts.MaxBodySize <= 0 {
-		opts.MaxBodySize = defaultMaxBodySize
+		opts.MaxBodySize = d.MaxBodySize
 	}
 	if opts.MaxHeavyRequests <= 0 {
-		opts.MaxHeavyRequests = defaultMaxHeavyRequests
+		opts.MaxHeavyRequests = d.MaxHeavyRequests
 	}
 	if opts.HeavyWait <= 0 {
-		opts.HeavyWait = defaultHeavyWait
+		opts.HeavyWait = d.HeavyWait
 	}
 	if opts.PerObjectMetricsLimit <= 0 {
-		opts.PerObjectMetricsLimit = defaultPerObjectLimit
+		opts.PerObjectMetricsLimit = d.PerObjectMetricsLimit
 	}
 	s := &Server{broker: broker, opts: opts, sampler: newSampler(broker), heavy: make(chan struct{}, opts.MaxHeavyRequests), scrapes: make(chan struct{}, scrapeTurns)}
 	if opts.Log != nil {

@@ -138,11 +138,10 @@ func TestPagingLargeList(t *testing.T) {
 func TestChannelModesAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := selfSignedCert(t, dir)
-	var b *server.Server
 	broker := servertest.StartBroker(t, server.Config{
 		TLSListen: "127.0.0.1:0", TLSCert: certFile, TLSKey: keyFile,
-		OnStart: func(s *server.Server) { b = s },
 	})
+	b := broker.Server()
 	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)

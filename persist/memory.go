@@ -58,7 +58,7 @@ type memKV struct{ d *MemoryDisk }
 
 func (m memKV) begin() kvTxn { return &memTxn{d: m.d, pending: make(map[string][]byte)} }
 
-func (m memKV) view(fn func(r kvReader) error) error { return fn(memView{m.d}) }
+func (m memKV) view(fn func(r kvReader) error) error { return fn(memView(m)) }
 
 func (memKV) limits() (int64, int64) { return math.MaxInt64 / 4, math.MaxInt64 / 4 }
 

@@ -49,10 +49,6 @@ type walPos struct {
 	off int64
 }
 
-func (p walPos) less(q walPos) bool {
-	return p.seg < q.seg || p.seg == q.seg && p.off < q.off
-}
-
 func (p walPos) bytes() []byte {
 	b := binary.BigEndian.AppendUint64(nil, p.seg)
 	return binary.BigEndian.AppendUint64(b, uint64(p.off))

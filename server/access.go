@@ -177,9 +177,10 @@ func (s *Server) loopbackOnly(user string) bool {
 // only (Config.LoopbackUsers); the management API applies it too.
 func (s *Server) LoopbackOnly(user string) bool { return s.loopbackOnly(user) }
 
-// LoginThrottle is the throttle of failed logins (Config.LoginThrottle),
-// shared by the AMQP listeners and the management API.
-func (s *Server) LoginThrottle() *auth.Throttle { return s.cfg.LoginThrottle }
+// LoginThrottle is the throttle of failed logins (auth.ThrottleConfig's
+// defaults; tests set their own through servertest), shared by the AMQP
+// listeners and the management API.
+func (s *Server) LoginThrottle() *auth.Throttle { return s.cfg.hooks.LoginThrottle }
 
 // accessRefused is RabbitMQ's 403 for a missing permission.
 func accessRefused(kind, name, vhost, user string) *amqp.Error {
@@ -248,7 +249,7 @@ func (v *vhost) admitConnection(user string, admin bool) *amqp.Error {
 	if n := v.conns.Add(1); ok && !admin && n > limit {
 		v.conns.Add(-1)
 		v.log.Warn().Str("vhost", v.name).Str("user", user).Int64("limit", limit).Msg("connection refused: vhost connection limit reached")
-		return amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.name, user, limit)
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.name, user, limit)
 	}
 	return nil
 }

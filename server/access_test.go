@@ -28,8 +28,8 @@ func dialOK(t *testing.T, url string) *amqp091.Connection {
 // passwords), vhosts, permissions and limits are durable, and that a
 // deleted vhost's durable queues do not come back.
 func TestAccessControlSurvivesRestart(t *testing.T) {
-	var srv *server.Server
-	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{})
+	srv := b.Server()
 	host := strings.TrimPrefix(strings.TrimSuffix(b.URL(), "/"), "amqp://guest:guest@")
 	must := func(err error) {
 		t.Helper()
@@ -50,6 +50,7 @@ func TestAccessControlSurvivesRestart(t *testing.T) {
 	conn.Close()
 
 	b.Restart()
+	srv = b.Server()
 	u, ok := srv.Auth().User("alice")
 	if !ok || !u.HasTag("management") {
 		t.Fatalf("user after restart: %+v %v", u, ok)
@@ -69,6 +70,7 @@ func TestAccessControlSurvivesRestart(t *testing.T) {
 
 	must(srv.DeleteVHost("tenant"))
 	b.Restart()
+	srv = b.Server()
 	if _, ok := srv.Auth().VHost("tenant"); ok {
 		t.Fatal("deleted vhost came back")
 	}
@@ -87,12 +89,13 @@ func TestAccessControlSurvivesRestart(t *testing.T) {
 // TestFirstStartUsersOnly checks that Config.Users seeds the first start
 // only: a password changed later is not reset by a restart.
 func TestFirstStartUsersOnly(t *testing.T) {
-	var srv *server.Server
-	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{})
+	srv := b.Server()
 	if err := srv.Auth().SetPassword("guest", "changed", nil); err != nil {
 		t.Fatal(err)
 	}
 	b.Restart()
+	srv = b.Server()
 	if _, ok := srv.Auth().Authenticate("guest", "guest"); ok {
 		t.Fatal("restart restored the default password")
 	}
@@ -103,8 +106,8 @@ func TestFirstStartUsersOnly(t *testing.T) {
 
 // TestUserConnectionLimit checks RabbitMQ's per-user max-connections.
 func TestUserConnectionLimit(t *testing.T) {
-	var srv *server.Server
-	url := servertest.Start(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{})
+	srv, url := b.Server(), b.URL()
 	if err := srv.Auth().SetUserLimits("guest", map[string]int64{"max-connections": 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +143,8 @@ func TestHandshakeTimeout(t *testing.T) {
 // over all the user's connections: the channel.open over it closes the
 // connection with 530.
 func TestUserChannelLimit(t *testing.T) {
-	var srv *server.Server
-	url := servertest.Start(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{})
+	srv, url := b.Server(), b.URL()
 	if err := srv.Auth().SetUserLimits("guest", map[string]int64{"max-channels": 2}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,8 @@ func startAdminBroker(t *testing.T) (*server.Server, string) {
 
 func startAdminBrokerConfig(t *testing.T, cfg server.Config) (*server.Server, string) {
 	t.Helper()
-	var srv *server.Server
-	cfg.OnStart = func(s *server.Server) { srv = s }
 	b := servertest.StartBroker(t, cfg)
-	return srv, b.URL()
+	return b.Server(), b.URL()
 }
 
 func adminDial(t *testing.T, url string) (*amqp091.Connection, *amqp091.Channel) {
@@ -228,8 +226,8 @@ func TestAdminActions(t *testing.T) {
 }
 
 func TestAdminDurable(t *testing.T) {
-	var srv *server.Server
-	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{})
+	srv := b.Server()
 	a, err := srv.OpenAdmin("guest", "/")
 	if err != nil {
 		t.Fatal(err)
@@ -242,6 +240,7 @@ func TestAdminDurable(t *testing.T) {
 	}
 	a.Close()
 	b.Restart()
+	srv = b.Server()
 
 	q, err := srv.Queue("/", "dur.q")
 	if err != nil || q.Ready != 1 {

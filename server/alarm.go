@@ -83,7 +83,7 @@ func (s *Server) SetMemoryHighWatermark(bytes uint64) {
 // runAlarms checks memory and disk every interval, and at once when
 // poked, until ctx ends.
 func (s *Server) runAlarms(ctx context.Context) {
-	t := time.NewTicker(s.cfg.AlarmInterval)
+	t := time.NewTicker(s.cfg.hooks.AlarmInterval)
 	defer t.Stop()
 	for {
 		s.checkAlarms()

@@ -15,12 +15,9 @@ import (
 // another connection still drains what was queued before. Raising the
 // watermark again unblocks the publisher and its messages arrive.
 func TestMemoryAlarmBlocksPublishers(t *testing.T) {
-	var srv *server.Server
-	b := servertest.StartBroker(t, server.Config{
-		MemoryHighWatermarkBytes: 1 << 40,
-		AlarmInterval:            5 * time.Millisecond,
-		OnStart:                  func(s *server.Server) { srv = s },
-	})
+	b := servertest.StartBroker(t, server.Config{MemoryHighWatermarkBytes: 1 << 40},
+		servertest.WithAlarmInterval(5*time.Millisecond))
+	srv := b.Server()
 	conn, err := amqp091.Dial(b.URL())
 	if err != nil {
 		t.Fatal(err)

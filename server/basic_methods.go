@@ -138,7 +138,7 @@ func (ch *channel) publishAssembled() error {
 	// Errors of a publish name basic.publish.
 	if ae, ok := err.(*amqp.Error); ok {
 		if ae.ClassID == 0 && ae.MethodID == 0 {
-			ae.ClassID, ae.MethodID = 60, 40
+			ae.ClassID, ae.MethodID = amqp.ClassBasic, amqp.MethodBasicPublish
 		}
 		if ae.Hard() {
 			return ae
@@ -152,7 +152,7 @@ func (ch *channel) publishAssembled() error {
 func (ch *channel) publish(p *publishing) error {
 	m := p.method
 	if m.Immediate {
-		return amqp.Errorf(amqp.NotImplemented, 60, 40, "immediate=true")
+		return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, amqp.MethodBasicPublish, "immediate=true")
 	}
 	if err := ch.checkPublish(m.Exchange); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/server/internal/testhooks"
 )
 
 // BenchmarkPublishRouteDeliver measures the broker's hot path without
@@ -18,7 +19,7 @@ import (
 func BenchmarkPublishRouteDeliver(b *testing.B) {
 	for _, size := range []int{16, 1024} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			srv, err := New(Config{Log: ptr(zerolog.Nop()), Store: persist.NewMemory()})
+			srv, err := New(Config{Log: ptr(zerolog.Nop()), hooks: testhooks.Hooks{Store: persist.NewMemory()}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -67,7 +68,7 @@ func ptr[T any](v T) *T { return &v }
 func BenchmarkPublishFrames(b *testing.B) {
 	for _, size := range []int{16, 1024, 1 << 20} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			srv, err := New(Config{Log: ptr(zerolog.Nop()), Store: persist.NewMemory()})
+			srv, err := New(Config{Log: ptr(zerolog.Nop()), hooks: testhooks.Hooks{Store: persist.NewMemory()}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -131,9 +131,9 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	if p := ch.pub; p != nil {
 		// Framing is checked even on a closing channel.
 		if p.gotHdr {
-			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content body, got non content body frame instead")
+			return amqp.Errorf(amqp.UnexpectedFrame, amqp.ClassBasic, amqp.MethodBasicPublish, "expected content body, got non content body frame instead")
 		}
-		return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
+		return amqp.Errorf(amqp.UnexpectedFrame, amqp.ClassBasic, amqp.MethodBasicPublish, "expected content header for class 60, got non content header frame instead")
 	}
 	if ch.closing {
 		switch m := m.(type) {
@@ -238,7 +238,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 	case *amqp.ConfirmSelect:
 		return ch.confirmSelect(m)
 	case *amqp.ChannelOpen:
-		return amqp.Errorf(amqp.ChannelError, 20, 10, "second 'channel.open' seen")
+		return amqp.Errorf(amqp.ChannelError, amqp.ClassChannel, amqp.MethodChannelOpen, "second 'channel.open' seen")
 	}
 	// Server-to-client methods, unsolicited replies and connection methods.
 	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "unimplemented method")
@@ -247,7 +247,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 func (ch *channel) flow(m *amqp.ChannelFlow) error {
 	if !m.Active {
 		// RabbitMQ does not implement consumer flow control by channel.flow.
-		return amqp.Errorf(amqp.NotImplemented, 20, 20, "active=false")
+		return amqp.Errorf(amqp.NotImplemented, amqp.ClassChannel, amqp.MethodChannelFlow, "active=false")
 	}
 	ch.mu.Lock()
 	ch.flowActive = m.Active
@@ -332,7 +332,7 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 		}
 		if p.gotHdr {
-			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content body, got non content body frame instead")
+			return amqp.Errorf(amqp.UnexpectedFrame, amqp.ClassBasic, amqp.MethodBasicPublish, "expected content body, got non content body frame instead")
 		}
 		h, err := amqp.DecodeContentHeader(f.Payload)
 		if err != nil {
@@ -346,16 +346,16 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		}
 		if h.Weight != 0 {
 			// RabbitMQ takes only weight 0 for a content header.
-			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
+			return amqp.Errorf(amqp.UnexpectedFrame, amqp.ClassBasic, amqp.MethodBasicPublish, "expected content header for class 60, got non content header frame instead")
 		}
-		if h.ClassID != 60 {
-			return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got one for class %d instead", h.ClassID)
+		if h.ClassID != amqp.ClassBasic {
+			return amqp.Errorf(amqp.UnexpectedFrame, amqp.ClassBasic, amqp.MethodBasicPublish, "expected content header for class 60, got one for class %d instead", h.ClassID)
 		}
 		if limit := ch.c.srv.maxMessageSize.Load(); h.BodySize > limit && !ch.closing {
 			// The body frames still to come are framed and dropped: nothing
 			// beyond the limit is buffered.
 			p.gotHdr, p.bodySize = true, h.BodySize
-			ch.softError(amqp.Errorf(amqp.PreconditionFailed, 60, 40,
+			ch.softError(amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, amqp.MethodBasicPublish,
 				"message size %d is larger than configured max size %d", h.BodySize, limit))
 			return nil
 		}
@@ -373,7 +373,7 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
 	}
 	if !p.gotHdr {
-		return amqp.Errorf(amqp.UnexpectedFrame, 60, 40, "expected content header for class 60, got non content header frame instead")
+		return amqp.Errorf(amqp.UnexpectedFrame, amqp.ClassBasic, amqp.MethodBasicPublish, "expected content header for class 60, got non content header frame instead")
 	}
 	p.received += uint64(len(f.Payload))
 	if p.received > p.bodySize {

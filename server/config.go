@@ -1,16 +1,18 @@
 package server
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
-	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/server/internal/testhooks"
 
 	"github.com/rs/zerolog"
 )
 
-// Config is everything a broker is started with. The zero value of a field
-// means its default.
+// Config is everything an operator starts a broker with. The zero value of
+// a field means its default (DefaultConfig); New checks it with Validate.
 type Config struct {
 	// Listen is the AMQP listener address (default 0.0.0.0:5672).
 	Listen string
@@ -35,21 +37,19 @@ type Config struct {
 	// guest, RabbitMQ's loopback_users); an empty non-nil slice allows
 	// every user from anywhere.
 	LoopbackUsers []string
-	// LoginThrottle slows repeated failed logins (default: one with
-	// auth.ThrottleConfig's defaults). The management API uses the same
-	// one, through Server.LoginThrottle.
-	LoginThrottle *auth.Throttle
 	// FrameMax is the largest frame the broker accepts and offers in
-	// connection.tune (default 131072, RabbitMQ's).
+	// connection.tune, at least MinFrameMax (default 131072, RabbitMQ's).
 	FrameMax uint32
 	// ChannelMax is offered in connection.tune (default 2047, RabbitMQ's).
 	ChannelMax uint16
-	// Heartbeat is offered in connection.tune (default 60 s).
+	// Heartbeat is offered in connection.tune, in whole seconds, at most
+	// MaxHeartbeat (default 60 s); HeartbeatOff offers none.
 	Heartbeat time.Duration
 	// HandshakeTimeout bounds the time from accept to connection.open
 	// (default 10 s, RabbitMQ's).
 	HandshakeTimeout time.Duration
-	// MaxMessageSize is the largest message body accepted (default 128 MiB).
+	// MaxMessageSize is the largest message body accepted, at most
+	// MaxMessageSizeLimit (default 128 MiB).
 	MaxMessageSize uint64
 	// MaxConnections caps the client connections of the whole broker; a
 	// socket over it is closed at once (default 0: no limit). Management
@@ -69,72 +69,151 @@ type Config struct {
 	// DiskFreeLimit is the free space under DataDir below which publishers
 	// are blocked (default 50 MB, RabbitMQ's).
 	DiskFreeLimit uint64
-	// AlarmInterval is how often memory and disk are checked (default 1 s).
-	AlarmInterval time.Duration
 	// QueueWindow is how many ready messages a queue keeps in memory; the
 	// rest wait in the store (a durable queue's persistent messages) or in
 	// the queue's spill files (everything else) (default 2048).
 	QueueWindow int
-	// OnStart, if set, is called with the server once New has built it
-	// (tests use it to reach the server behind servertest).
-	OnStart func(*Server)
-	// Store is the durable store (default: Badger in DataDir). The server
-	// closes it when Serve returns.
-	Store persist.Store
 	// RepairMessageLog lets start-up go past damage in the message log
 	// (persist.Options.RepairLog): the damaged records are dropped, and
 	// the log says which. Without it a damaged log stops start-up.
 	RepairMessageLog bool
+
+	// hooks are the settings only tests make (servertest's options, or a
+	// Config literal in package server's own tests).
+	hooks testhooks.Hooks
 }
 
+func init() {
+	testhooks.Set = func(cfg any, h testhooks.Hooks) { cfg.(*Config).hooks = h }
+}
+
+// Bounds of Config's fields that Validate enforces (cmd/warren's flags
+// check the same ones).
+const (
+	// MinFrameMax is the smallest FrameMax: the spec's frame-min-size.
+	MinFrameMax = amqp.FrameMinSize
+	// MaxMessageSizeLimit is the largest MaxMessageSize, RabbitMQ's.
+	MaxMessageSizeLimit = 512 << 20
+	// MaxHeartbeat is the longest Heartbeat connection.tune can carry.
+	MaxHeartbeat = 65535 * time.Second
+	// HeartbeatOff as Heartbeat offers no heartbeat (0 in
+	// connection.tune), where a zero Heartbeat means the default.
+	HeartbeatOff time.Duration = -1
+)
+
+// DefaultConfig is the configuration a zero field of a Config stands for:
+// New fills every zero field from it, and cmd/warren's flags take their
+// defaults from it. Each call returns fresh maps and slices.
+func DefaultConfig() Config {
+	nop := zerolog.Nop()
+	return Config{
+		Listen:                  "0.0.0.0:5672",
+		DataDir:                 "./warren-data",
+		Users:                   map[string]string{"guest": "guest"},
+		LoopbackUsers:           []string{"guest"}, // RabbitMQ's loopback_users
+		FrameMax:                131072,
+		ChannelMax:              2047,
+		Heartbeat:               60 * time.Second,
+		HandshakeTimeout:        10 * time.Second,
+		MaxMessageSize:          128 << 20,
+		MaxUnackedPerConnection: 100_000,
+		Log:                     &nop,
+		MemoryHighWatermark:     0.4,
+		DiskFreeLimit:           50_000_000,
+		QueueWindow:             2048,
+	}
+}
+
+// ConfigError is a Config field that Validate refuses.
+type ConfigError struct {
+	Field string // the Config field's name, e.g. "FrameMax"
+	Value any    // its value
+	Want  string // what it should be, e.g. "want 4096 or more"
+}
+
+func (e *ConfigError) Error() string {
+	if s, ok := e.Value.(string); ok {
+		return fmt.Sprintf("server.Config.%s %q: %s", e.Field, s, e.Want)
+	}
+	return fmt.Sprintf("server.Config.%s %v: %s", e.Field, e.Value, e.Want)
+}
+
+// Validate reports the first field of c that no broker can run with, as a
+// *ConfigError; zero fields (the defaults) are valid. New calls it.
+func (c *Config) Validate() error {
+	bad := func(field string, v any, want string) error { return &ConfigError{field, v, want} }
+	switch {
+	case c.FrameMax != 0 && c.FrameMax < MinFrameMax:
+		return bad("FrameMax", c.FrameMax, fmt.Sprintf("want %d or more", MinFrameMax))
+	case c.Heartbeat != HeartbeatOff && (c.Heartbeat < 0 || c.Heartbeat > MaxHeartbeat):
+		return bad("Heartbeat", c.Heartbeat, fmt.Sprintf("want 0 to %s, or HeartbeatOff", MaxHeartbeat))
+	case c.HandshakeTimeout < 0:
+		return bad("HandshakeTimeout", c.HandshakeTimeout, "want 0 or more")
+	case c.MaxMessageSize > MaxMessageSizeLimit:
+		return bad("MaxMessageSize", c.MaxMessageSize, fmt.Sprintf("want at most %d", MaxMessageSizeLimit))
+	case c.MaxConnections < 0:
+		return bad("MaxConnections", c.MaxConnections, "want 0 or more")
+	case c.MaxUnackedPerConnection < 0:
+		return bad("MaxUnackedPerConnection", c.MaxUnackedPerConnection, "want 0 or more")
+	case c.QueueWindow < 0:
+		return bad("QueueWindow", c.QueueWindow, "want 0 or more")
+	case !(c.MemoryHighWatermark >= 0 && c.MemoryHighWatermark <= 1): // NaN too
+		return bad("MemoryHighWatermark", c.MemoryHighWatermark, "want a fraction of memory from 0 to 1")
+	case c.TLSListen != "" && (c.TLSCert == "" || c.TLSKey == ""):
+		return bad("TLSListen", c.TLSListen, "needs a certificate and a key (TLSCert, TLSKey)")
+	}
+	return nil
+}
+
+// setDefaults fills c's zero fields from DefaultConfig.
 func (c *Config) setDefaults() {
+	d := DefaultConfig()
 	if c.Listen == "" {
-		c.Listen = "0.0.0.0:5672"
+		c.Listen = d.Listen
 	}
 	if c.DataDir == "" {
-		c.DataDir = "./warren-data"
+		c.DataDir = d.DataDir
 	}
 	if c.Users == nil {
-		c.Users = map[string]string{"guest": "guest"}
+		c.Users = d.Users
 	}
 	if c.LoopbackUsers == nil {
-		c.LoopbackUsers = []string{"guest"}
-	}
-	if c.LoginThrottle == nil {
-		c.LoginThrottle = auth.NewThrottle(auth.ThrottleConfig{})
+		c.LoopbackUsers = d.LoopbackUsers
 	}
 	if c.FrameMax == 0 {
-		c.FrameMax = 131072
+		c.FrameMax = d.FrameMax
 	}
 	if c.ChannelMax == 0 {
-		c.ChannelMax = 2047
+		c.ChannelMax = d.ChannelMax
 	}
 	if c.Heartbeat == 0 {
-		c.Heartbeat = 60 * time.Second
+		c.Heartbeat = d.Heartbeat
 	}
 	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = 10 * time.Second
+		c.HandshakeTimeout = d.HandshakeTimeout
 	}
-	if c.MaxUnackedPerConnection <= 0 {
-		c.MaxUnackedPerConnection = 100_000
+	if c.MaxUnackedPerConnection == 0 {
+		c.MaxUnackedPerConnection = d.MaxUnackedPerConnection
 	}
 	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = 128 << 20
+		c.MaxMessageSize = d.MaxMessageSize
 	}
 	if c.MemoryHighWatermark == 0 {
-		c.MemoryHighWatermark = 0.4
+		c.MemoryHighWatermark = d.MemoryHighWatermark
 	}
 	if c.DiskFreeLimit == 0 {
-		c.DiskFreeLimit = 50_000_000
+		c.DiskFreeLimit = d.DiskFreeLimit
 	}
-	if c.AlarmInterval == 0 {
-		c.AlarmInterval = time.Second
-	}
-	if c.QueueWindow <= 0 {
-		c.QueueWindow = 2048
+	if c.QueueWindow == 0 {
+		c.QueueWindow = d.QueueWindow
 	}
 	if c.Log == nil {
-		l := zerolog.Nop()
-		c.Log = &l
+		c.Log = d.Log
+	}
+	if c.hooks.LoginThrottle == nil {
+		c.hooks.LoginThrottle = auth.NewThrottle(auth.ThrottleConfig{})
+	}
+	if c.hooks.AlarmInterval == 0 {
+		c.hooks.AlarmInterval = time.Second
 	}
 }

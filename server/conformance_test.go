@@ -16,11 +16,11 @@ import (
 // included. Durable queues keep only 3 messages in memory, so every case
 // with more also runs through the paging to and from the store.
 func TestConformance(t *testing.T) {
-	var srv *server.Server
-	b := servertest.StartBroker(t, server.Config{QueueWindow: 3, OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{QueueWindow: 3})
+	srv := b.Server()
 	conformance.Run(t, conformance.Target{
 		URL:     b.URL(),
-		Restart: func() error { b.Restart(); return nil },
+		Restart: func() error { b.Restart(); srv = b.Server(); return nil },
 		SetPolicy: func(name, pattern, applyTo string, priority int, def map[string]any) error {
 			return srv.SetPolicy("/", server.Policy{Name: name, Pattern: pattern, ApplyTo: applyTo, Priority: priority, Definition: jsonNumbers(def)})
 		},

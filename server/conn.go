@@ -354,11 +354,11 @@ func burstFrame(f amqp.Frame) bool {
 		return true
 	case amqp.FrameMethod:
 		p := f.Payload
-		if len(p) < 4 || p[0] != 0 || p[1] != 60 || p[2] != 0 {
+		if len(p) < 4 || p[0] != 0 || p[1] != amqp.ClassBasic || p[2] != 0 {
 			return false
 		}
 		switch p[3] {
-		case 40, 80, 90, 120: // publish, ack, reject, nack
+		case amqp.MethodBasicPublish, amqp.MethodBasicAck, amqp.MethodBasicReject, amqp.MethodBasicNack:
 			return true
 		}
 	}
@@ -483,7 +483,7 @@ func (c *conn) handleConnectionMethod(m amqp.Method) error {
 func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 	ch := c.channels[id]
 	if _, ok := m.(*amqp.ChannelOpen); ok && ch != nil {
-		return amqp.Errorf(amqp.ChannelError, 20, 10, "second 'channel.open' seen")
+		return amqp.Errorf(amqp.ChannelError, amqp.ClassChannel, amqp.MethodChannelOpen, "second 'channel.open' seen")
 	}
 	if _, ok := m.(*amqp.ChannelOpen); ok {
 		// RabbitMQ limits how many channels are open, not their numbers.
@@ -586,7 +586,7 @@ func (c *conn) handshake() error {
 	} else if ap, ok := c.nc.(*adminPipe); ok {
 		refused = ap.user != user // an admin session, authenticated by its caller
 	} else {
-		try = c.srv.cfg.LoginThrottle.Begin(auth.SourceOf(c.nc.RemoteAddr().String()))
+		try = c.srv.LoginThrottle().Begin(auth.SourceOf(c.nc.RemoteAddr().String()))
 		if try.Refused {
 			refused = true
 		} else if _, ok := c.srv.auth.Authenticate(user, pass); !ok {
@@ -599,7 +599,7 @@ func (c *conn) handshake() error {
 		ev := c.log.Warn().Str("user", user).Str("mechanism", startOk.Mechanism)
 		switch {
 		case try != nil && try.Refused:
-			if ok, n := c.srv.cfg.LoginThrottle.LogRefusal(); ok {
+			if ok, n := c.srv.LoginThrottle().LogRefusal(); ok {
 				ev.Int("not_logged_since", n).Msg("login refused unchecked: too many failed logins in flight from this address")
 			}
 		case try != nil:
@@ -608,7 +608,7 @@ func (c *conn) handshake() error {
 			f := try.Failed(user)
 			ev.Int("address_failures", f.SourceFailures).Int("user_failures", f.UserFailures).Dur("delay", f.Delay).
 				Msg("login refused: unknown user or wrong credentials")
-			c.srv.cfg.LoginThrottle.Sleep(f.Delay, c.quit)
+			c.srv.LoginThrottle().Sleep(f.Delay, c.quit)
 			try.End()
 		default:
 			ev.Msg("login refused: unknown user or wrong credentials")
@@ -655,7 +655,7 @@ func (c *conn) handshake() error {
 			// with connection.close.
 			return c.refuse(ae)
 		}
-		if errors.As(err, &ae) && ae.Code == amqp.CommandInvalid && ae.ClassID == 10 {
+		if errors.As(err, &ae) && ae.Code == amqp.CommandInvalid && ae.ClassID == amqp.ClassConnection {
 			// And another connection method (close included) with 504.
 			return c.refuse(amqp.Errorf(amqp.ChannelError, ae.ClassID, ae.MethodID, "unexpected method in connection state opening"))
 		}
@@ -663,12 +663,12 @@ func (c *conn) handshake() error {
 	}
 	vh := c.srv.vhost(open.VirtualHost)
 	if vh == nil {
-		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "vhost %s not found", open.VirtualHost))
+		return c.refuse(amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", open.VirtualHost))
 	}
 	if ap, ok := c.nc.(*adminPipe); ok && ap.system {
 		c.system = true
 	} else if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
-		return c.refuse(amqp.Errorf(amqp.NotAllowed, 10, 40, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
+		return c.refuse(amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
 	}
 	_, admin := c.nc.(*adminPipe)
 	if err := vh.admitConnection(c.user, admin); err != nil {
@@ -744,13 +744,13 @@ func (c *conn) applyTune(t *amqp.ConnectionTuneOk) error {
 	fm := t.FrameMax
 	switch {
 	case fm == 0 || fm > c.srv.cfg.FrameMax:
-		return amqp.Errorf(amqp.NotAllowed, 10, 31, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionTuneOk, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", fm, c.srv.cfg.FrameMax)
 	case fm < amqp.FrameMinSize:
-		return amqp.Errorf(amqp.NotAllowed, 10, 31, "frame_max=%d < %d min size", fm, amqp.FrameMinSize)
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionTuneOk, "frame_max=%d < %d min size", fm, amqp.FrameMinSize)
 	}
 	cm := t.ChannelMax
 	if cm == 0 || cm > c.srv.cfg.ChannelMax {
-		return amqp.Errorf(amqp.NotAllowed, 10, 31, "negotiated channel_max = %d is higher than the maximum allowed value (%d)", cm, c.srv.cfg.ChannelMax)
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionTuneOk, "negotiated channel_max = %d is higher than the maximum allowed value (%d)", cm, c.srv.cfg.ChannelMax)
 	}
 	c.frameMax = fm
 	// RabbitMQ accepts a frame whose payload is frame_max bytes.
@@ -804,7 +804,7 @@ func credentials(mechanism, response string) (user, pass string, err error) {
 	case "PLAIN":
 		parts := bytes.SplitN([]byte(response), []byte{0}, 3)
 		if len(parts) != 3 {
-			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "Login was refused using authentication mechanism PLAIN. For details see the broker logfile.")
+			return "", "", amqp.Errorf(amqp.AccessRefused, amqp.ClassConnection, amqp.MethodConnectionStartOk, "Login was refused using authentication mechanism PLAIN. For details see the broker logfile.")
 		}
 		return string(parts[1]), string(parts[2]), nil
 	case "AMQPLAIN":
@@ -814,13 +814,13 @@ func credentials(mechanism, response string) (user, pass string, err error) {
 		copy(b[4:], response)
 		t, _, err := amqp.DecodeTable(b)
 		if err != nil {
-			return "", "", amqp.Errorf(amqp.AccessRefused, 10, 11, "Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.")
+			return "", "", amqp.Errorf(amqp.AccessRefused, amqp.ClassConnection, amqp.MethodConnectionStartOk, "Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.")
 		}
 		user, _ = t["LOGIN"].(string)
 		pass, _ = t["PASSWORD"].(string)
 		return user, pass, nil
 	}
-	return "", "", amqp.Errorf(amqp.CommandInvalid, 10, 11, "unknown authentication mechanism '%s'", mechanism)
+	return "", "", amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, amqp.MethodConnectionStartOk, "unknown authentication mechanism '%s'", mechanism)
 }
 
 // registerConsumer and unregisterConsumer keep the set of consumers the

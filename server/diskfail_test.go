@@ -24,7 +24,7 @@ func failingStore(t *testing.T, q string) (*persist.MemoryDisk, *amqp091.Channel
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := servertest.Start(t, server.Config{Store: st})
+	url := servertest.Start(t, server.Config{}, servertest.WithStore(st))
 	conn, err := amqp091.Dial(url)
 	if err != nil {
 		t.Fatal(err)

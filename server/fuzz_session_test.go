@@ -23,6 +23,7 @@ import (
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/server/internal/testhooks"
 )
 
 // FuzzSession mutates whole client sessions (every byte a client sends,
@@ -117,7 +118,6 @@ func startFuzzBroker(f testing.TB) *fuzzBroker {
 	srv, err := New(Config{
 		Listen:  "127.0.0.1:0",
 		DataDir: f.TempDir(),
-		Store:   persist.NewMemory(),
 		Log:     &log,
 		// No resource alarm may block a publisher: a blocked publisher
 		// looks like a hang.
@@ -125,7 +125,10 @@ func startFuzzBroker(f testing.TB) *fuzzBroker {
 		DiskFreeLimit:            1,
 		// Fuzzed logins fail all the time, from one address: a throttle
 		// that never holds them back, or every later execution waits.
-		LoginThrottle: auth.NewThrottle(auth.ThrottleConfig{Free: 1 << 30}),
+		hooks: testhooks.Hooks{
+			Store:         persist.NewMemory(),
+			LoginThrottle: auth.NewThrottle(auth.ThrottleConfig{Free: 1 << 30}),
+		},
 	})
 	if err != nil {
 		f.Fatal(err)

@@ -64,7 +64,7 @@ func (c *conn) admitUser(admin bool) *amqp.Error {
 	}
 	c.srv.connsMu.Unlock()
 	if int64(n) >= limit {
-		return amqp.Errorf(amqp.NotAllowed, 10, 40, "Connection refused for user '%s': user connection limit (%d) is reached", c.user, limit)
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "Connection refused for user '%s': user connection limit (%d) is reached", c.user, limit)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func (p remotePipe) RemoteAddr() net.Addr { return p.addr }
 
 func newTestServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
-	cfg.Store = persist.NewMemory()
+	cfg.hooks.Store = persist.NewMemory()
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,21 @@ type rawClient struct {
 // s.heartbeatUnit) and frame_max, then opens channel 1.
 func openRaw(t *testing.T, s *Server, heartbeat uint16, frameMax uint32) *rawClient {
 	t.Helper()
+	rc := startRaw(t, s)
+	expectRaw[*amqp.ConnectionTune](rc)
+	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: frameMax, Heartbeat: heartbeat})
+	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	expectRaw[*amqp.ConnectionOpenOk](rc)
+	rc.send(1, &amqp.ChannelOpen{})
+	expectRaw[*amqp.ChannelOpenOk](rc)
+	rc.nc.SetWriteDeadline(time.Time{})
+	return rc
+}
+
+// startRaw connects to s and logs in as guest: connection.tune is the
+// next frame.
+func startRaw(t *testing.T, s *Server) *rawClient {
+	t.Helper()
 	client, srvEnd := net.Pipe()
 	t.Cleanup(func() { client.Close() })
 	s.startConn(remotePipe{Conn: srvEnd, addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}})
@@ -51,13 +66,6 @@ func openRaw(t *testing.T, s *Server, heartbeat uint16, frameMax uint32) *rawCli
 		ClientProperties: amqp.Table{"capabilities": amqp.Table{"connection.blocked": true}},
 		Mechanism:        "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
 	})
-	expectRaw[*amqp.ConnectionTune](rc)
-	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: frameMax, Heartbeat: heartbeat})
-	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	expectRaw[*amqp.ConnectionOpenOk](rc)
-	rc.send(1, &amqp.ChannelOpen{})
-	expectRaw[*amqp.ChannelOpenOk](rc)
-	client.SetWriteDeadline(time.Time{})
 	return rc
 }
 

@@ -10,8 +10,8 @@ import (
 // TestPoliciesPersist checks that policies survive a restart and that bad
 // definitions are refused.
 func TestPoliciesPersist(t *testing.T) {
-	var srv *server.Server
-	b := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { srv = s }})
+	b := servertest.StartBroker(t, server.Config{})
+	srv := b.Server()
 	p := server.Policy{Name: "limits", Pattern: "^orders\\.", ApplyTo: "queues", Priority: 1,
 		Definition: map[string]any{"max-length": float64(10), "dead-letter-exchange": "dlx"}}
 	if err := srv.SetPolicy("/", p); err != nil {
@@ -24,6 +24,7 @@ func TestPoliciesPersist(t *testing.T) {
 		t.Fatal("a policy with a string max-length was accepted")
 	}
 	b.Restart()
+	srv = b.Server()
 	got := srv.Policies("/")
 	if len(got) != 1 || got[0].Name != "limits" || got[0].Definition["dead-letter-exchange"] != "dlx" {
 		t.Fatalf("policies after restart: %+v", got)
@@ -32,6 +33,7 @@ func TestPoliciesPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Restart()
+	srv = b.Server()
 	if got := srv.Policies("/"); len(got) != 0 {
 		t.Fatalf("deleted policy came back: %+v", got)
 	}

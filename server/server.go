@@ -73,6 +73,9 @@ type Server struct {
 
 // New returns a broker configured by cfg; Listen opens its socket.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg.setDefaults()
 	tlsCfg, err := newTLSConfig(&cfg)
 	if err != nil {
@@ -90,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 		alarmPoke:      make(chan struct{}, 1),
 		heartbeatUnit:  time.Second,
 	}
-	if cfg.Store == nil {
+	if cfg.hooks.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
 			Logger:    func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
 			RepairLog: cfg.RepairMessageLog,
@@ -102,10 +105,10 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
 		}
-		cfg.Store = st
-		s.cfg.Store = st
+		cfg.hooks.Store = st
+		s.cfg.hooks.Store = st
 	}
-	s.store = cfg.Store
+	s.store = cfg.hooks.Store
 	s.maxMessageSize.Store(cfg.MaxMessageSize)
 	limit := cfg.MemoryHighWatermarkBytes
 	if limit == 0 {
@@ -125,9 +128,6 @@ func New(cfg Config) (*Server, error) {
 	if err := s.recoverDefinitions(); err != nil {
 		s.store.Close()
 		return nil, err
-	}
-	if cfg.OnStart != nil {
-		cfg.OnStart(s)
 	}
 	return s, nil
 }

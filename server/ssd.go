@@ -3,9 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"slices"
-	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
@@ -44,7 +42,7 @@ func (p *publishing) senderSelected() error {
 		keys, ok := v.([]any)
 		if !ok {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
-				"invalid message: {unacceptable_type_in_header,\"%s\",%s}", name, fieldTypeName(v))
+				"invalid message: {unacceptable_type_in_header,\"%s\",%s}", name, amqp.FieldTypeName(v))
 		}
 		for _, k := range keys {
 			if s, ok := k.(string); ok {
@@ -63,45 +61,6 @@ func (p *publishing) senderSelected() error {
 		}
 	}
 	return nil
-}
-
-// fieldTypeName is RabbitMQ's name of a decoded field value's type.
-func fieldTypeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, uint64:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case time.Time:
-		return "timestamp"
-	case amqp.Table:
-		return "table"
-	case nil:
-		return "void"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // routePublish is routeMessage for a publish with sender-selected keys:

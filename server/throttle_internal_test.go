@@ -10,6 +10,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/auth"
+	"github.com/warrenmq/warren/server/internal/testhooks"
 )
 
 // sleepLog records the delays a throttle asked for, without sleeping.
@@ -40,7 +41,7 @@ func (l *sleepLog) take() []time.Duration {
 func TestFailedLoginsAreThrottled(t *testing.T) {
 	slept := &sleepLog{}
 	th := auth.NewThrottle(auth.ThrottleConfig{Free: 1, Base: 100 * time.Millisecond, Max: time.Second, Sleep: slept.sleep})
-	s := newTestServer(t, Config{Users: map[string]string{"ops": "pw"}, LoginThrottle: th})
+	s := newTestServer(t, Config{Users: map[string]string{"ops": "pw"}, hooks: testhooks.Hooks{LoginThrottle: th}})
 	if s.LoginThrottle() != th {
 		t.Fatal("LoginThrottle is not the configured one")
 	}

@@ -30,13 +30,11 @@ import (
 const mechExternal = "EXTERNAL"
 
 // newTLSConfig builds the amqps listener's TLS configuration from cfg, or
-// returns nil when cfg.TLSListen is empty (no TLS listener).
+// returns nil when cfg.TLSListen is empty (no TLS listener). Validate has
+// checked that a TLS listener has a certificate and a key.
 func newTLSConfig(cfg *Config) (*tls.Config, error) {
 	if cfg.TLSListen == "" {
 		return nil, nil
-	}
-	if cfg.TLSCert == "" || cfg.TLSKey == "" {
-		return nil, fmt.Errorf("TLS listener %s needs a certificate and a key (--tls-cert, --tls-key)", cfg.TLSListen)
 	}
 	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 	if err != nil {
@@ -141,7 +139,7 @@ func (c *conn) mechanisms() string {
 func (c *conn) externalCredentials() (user string, err error) {
 	cn, ok := c.peerCommonName()
 	if !ok {
-		return "", amqp.Errorf(amqp.CommandInvalid, 10, 11, "unknown authentication mechanism '%s'", mechExternal)
+		return "", amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, amqp.MethodConnectionStartOk, "unknown authentication mechanism '%s'", mechExternal)
 	}
 	return cn, nil
 }

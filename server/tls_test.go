@@ -126,14 +126,13 @@ func marshalKey(t *testing.T, k *ecdsa.PrivateKey) []byte {
 // verification on.
 func startTLS(t *testing.T, p *testPKI, withCA bool, cfg server.Config) (*servertest.Broker, string) {
 	t.Helper()
-	var srv *server.Server
 	cfg.TLSListen = "127.0.0.1:0"
 	cfg.TLSCert, cfg.TLSKey = p.certFile, p.keyFile
 	if withCA {
 		cfg.TLSCA = p.caFile
 	}
-	cfg.OnStart = func(s *server.Server) { srv = s }
 	b := servertest.StartBroker(t, cfg)
+	srv := b.Server()
 	if srv.TLSAddr() == nil {
 		t.Fatal("no TLS listener")
 	}
@@ -308,12 +307,11 @@ func TestTLSOldVersionRefused(t *testing.T) {
 // keeps serving both listeners.
 func TestTLSPortPlainClient(t *testing.T) {
 	p := newTestPKI(t)
-	var srv *server.Server
-	url := servertest.Start(t, server.Config{
+	b := servertest.StartBroker(t, server.Config{
 		TLSListen: "127.0.0.1:0", TLSCert: p.certFile, TLSKey: p.keyFile, TLSCA: p.caFile,
 		HandshakeTimeout: 500 * time.Millisecond,
-		OnStart:          func(s *server.Server) { srv = s },
 	})
+	srv, url := b.Server(), b.URL()
 	addr := srv.TLSAddr().String()
 	// Serve starts its accept loops and the alarm monitor on its own
 	// goroutine: count once the number has settled.

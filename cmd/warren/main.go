@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -81,40 +82,47 @@ type settings struct {
 	manPage                                    bool
 }
 
-// newFlags defines warren's flags on s, with their defaults.
+// newFlags defines warren's flags on s, with their defaults: the broker's
+// (server.DefaultConfig, mgmt.DefaultOptions) where the flag sets a field
+// of theirs.
 func newFlags(s *settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are logged; --help prints usage to stdout
-	s.listen, s.mgmtListen = "0.0.0.0:5672", "0.0.0.0:15672"
-	s.frameMax, s.channelMax, s.maxMessage = 131072, 2047, 128<<20
-	s.heartbeat = 60 * time.Second
+	d, md := server.DefaultConfig(), mgmt.DefaultOptions()
+	s.listen, s.mgmtListen = d.Listen, md.Listen
+	s.frameMax, s.channelMax, s.maxMessage = uint64(d.FrameMax), uint64(d.ChannelMax), d.MaxMessageSize
+	s.heartbeat = d.Heartbeat
 	s.logLevel, s.logFormat = "info", "console"
+	var user, pass string
+	for u, p := range d.Users { // the one default user
+		user, pass = u, p
+	}
 	fs.Var(addrFlag{v: &s.listen}, "listen", "AMQP listen address HOST:PORT")
-	fs.StringVar(&s.dataDir, "data-dir", "./warren-data", "directory for durable state")
+	fs.StringVar(&s.dataDir, "data-dir", d.DataDir, "directory for durable state")
 	fs.StringVar(&s.config, "config", "", "config file of 'key = value' lines: Warren flag names or rabbitmq.conf keys (README, Configuration)")
-	fs.StringVar(&s.user, "default-user", "guest", "user created at the first start")
-	fs.StringVar(&s.pass, "default-pass", "guest", "password of the default user")
-	fs.Var(uintFlag{&s.frameMax, 4096, math.MaxUint32, "bytes"}, "frame-max", "largest frame accepted, in bytes, at least 4096")
-	fs.Var(uintFlag{&s.channelMax, 1, 65535, "channels"}, "channel-max", "most channels per connection")
-	fs.Var(durationFlag{&s.heartbeat, 65535 * time.Second}, "heartbeat", "heartbeat interval offered to clients: seconds (60) or a duration (1m); 0 disables")
-	fs.Var(uintFlag{&s.maxMessage, 1, 512 << 20, "bytes"}, "max-message-size", "largest message body accepted, in bytes")
+	fs.StringVar(&s.user, "default-user", user, "user created at the first start")
+	fs.StringVar(&s.pass, "default-pass", pass, "password of the default user")
+	fs.Var(uintFlag{&s.frameMax, server.MinFrameMax, math.MaxUint32, "bytes"}, "frame-max", fmt.Sprintf("largest frame accepted, in bytes, at least %d", server.MinFrameMax))
+	fs.Var(uintFlag{&s.channelMax, 1, math.MaxUint16, "channels"}, "channel-max", "most channels per connection")
+	fs.Var(durationFlag{&s.heartbeat, server.MaxHeartbeat}, "heartbeat", "heartbeat interval offered to clients: seconds (60) or a duration (1m); 0 disables")
+	fs.Var(uintFlag{&s.maxMessage, 1, server.MaxMessageSizeLimit, "bytes"}, "max-message-size", "largest message body accepted, in bytes")
 	fs.Var(choiceFlag{&s.logLevel, []string{"debug", "info", "warn", "error", "none"}, map[string]string{"warning": "warn", "critical": "error", "disabled": "none"}}, "log-level", "debug, info, warn (warning), error or none")
 	fs.Var(choiceFlag{v: &s.logFormat, choices: []string{"console", "json"}}, "log-format", "console or json")
 	fs.Int64Var(&s.gcLimit, "gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
 	fs.Var(addrFlag{v: &s.pprofListen, optional: true}, "pprof-listen", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
 	fs.Var(addrFlag{v: &s.mgmtListen, optional: true}, "mgmt-listen", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
-	s.mgmtMaxBody = 20_000_000
+	s.mgmtMaxBody = uint64(md.MaxBodySize)
 	fs.Var(uintFlag{&s.mgmtMaxBody, 1, 1 << 40, "bytes"}, "mgmt-max-body-size", "largest body of a management definitions import or publish, in bytes (other requests: 1 MiB)")
 	fs.Var(addrFlag{v: &s.tlsListen, optional: true}, "tls-listen", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate (chain) of the amqps listener")
 	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of the amqps listener")
-	fs.IntVar(&s.maxConns, "max-connections", 0, "most client connections to the broker; more are closed at once (0: no limit)")
-	fs.IntVar(&s.maxUnacked, "max-unacked-per-connection", 100000, "most unacknowledged deliveries per connection, whatever the prefetch")
-	fs.StringVar(&s.loopbackUsers, "loopback-users", "guest", "comma-separated users who may log in from localhost only (\"\" for none)")
+	fs.IntVar(&s.maxConns, "max-connections", d.MaxConnections, "most client connections to the broker; more are closed at once (0: no limit)")
+	fs.IntVar(&s.maxUnacked, "max-unacked-per-connection", d.MaxUnackedPerConnection, "most unacknowledged deliveries per connection, whatever the prefetch")
+	fs.StringVar(&s.loopbackUsers, "loopback-users", strings.Join(d.LoopbackUsers, ","), "comma-separated users who may log in from localhost only (\"\" for none)")
 	fs.StringVar(&s.loadDefs, "load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
-	fs.StringVar(&s.memWatermark, "vm-memory-high-watermark", "0.4", "memory alarm threshold: a fraction of the machine's memory (0.4) or an absolute size (2GB); publishers are blocked above it")
-	fs.StringVar(&s.diskFreeLimit, "disk-free-limit", "50MB", "disk alarm threshold: free space under --data-dir (50MB, 2GiB) or mem_relative:F (F times the machine's memory); publishers are blocked below it")
-	fs.BoolVar(&s.repairLog, "repair-message-log", false, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
+	fs.StringVar(&s.memWatermark, "vm-memory-high-watermark", strconv.FormatFloat(d.MemoryHighWatermark, 'g', -1, 64), "memory alarm threshold: a fraction of the machine's memory (0.4) or an absolute size (2GB); publishers are blocked above it")
+	fs.StringVar(&s.diskFreeLimit, "disk-free-limit", formatSize(d.DiskFreeLimit), "disk alarm threshold: free space under --data-dir (50MB, 2GiB) or mem_relative:F (F times the machine's memory); publishers are blocked below it")
+	fs.BoolVar(&s.repairLog, "repair-message-log", d.RepairMessageLog, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	fs.BoolVar(&s.showVersion, "version", false, "print the version, commit and Go version, and exit")
 	fs.BoolVar(&s.manPage, "man-page", false, "print the warren(8) manual page (roff), generated from these flags, and exit")
@@ -167,21 +175,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", from.name("disk-free-limit"), err))
 	}
-	if s.tlsListen != "" && (s.tlsCert == "" || s.tlsKey == "") {
-		return fail(fmt.Errorf("%s %s needs --tls-cert and --tls-key (ssl_options.certfile, ssl_options.keyfile)", from.name("tls-listen"), s.tlsListen))
-	}
-	for name, v := range map[string]int{"max-connections": s.maxConns, "max-unacked-per-connection": s.maxUnacked} {
-		if v < 0 {
-			return fail(fmt.Errorf("%s %d: want 0 or more", from.name(name), v))
-		}
-	}
 	if s.gcLimit < 0 {
 		return fail(fmt.Errorf("%s %d: want bytes, 0 or more", from.name("gc-memory-limit"), s.gcLimit))
 	}
-	bi := buildinfo.Read()
-	log.Info().Str("version", bi.Version).Str("commit", bi.Commit).Str("go", bi.GoVersion).
-		Str("data_dir", s.dataDir).Msg("Warren starting")
-	srv, err := server.New(server.Config{
+	heartbeat := s.heartbeat
+	if heartbeat == 0 {
+		heartbeat = server.HeartbeatOff // a zero Config.Heartbeat is the default
+	}
+	cfg := server.Config{
 		Listen:         s.listen,
 		TLSListen:      s.tlsListen,
 		TLSCert:        s.tlsCert,
@@ -191,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Users:          map[string]string{s.user: s.pass},
 		FrameMax:       uint32(s.frameMax),
 		ChannelMax:     uint16(s.channelMax),
-		Heartbeat:      s.heartbeat,
+		Heartbeat:      heartbeat,
 		MaxMessageSize: s.maxMessage,
 		Log:            &log,
 
@@ -202,7 +203,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MemoryHighWatermark:      wmFraction,
 		MemoryHighWatermarkBytes: wmBytes,
 		DiskFreeLimit:            diskLimit,
-	})
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(flagError(err, from))
+	}
+	bi := buildinfo.Read()
+	log.Info().Str("version", bi.Version).Str("commit", bi.Commit).Str("go", bi.GoVersion).
+		Str("data_dir", s.dataDir).Msg("Warren starting")
+	srv, err := server.New(cfg)
 	if err != nil {
 		return fail(err)
 	}
@@ -262,6 +270,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	})()
 	return srv.Serve(ctx)
+}
+
+// configFlags are the flags that set the server.Config fields Validate
+// checks beyond what the flags themselves check.
+var configFlags = map[string]string{
+	"MaxConnections":          "max-connections",
+	"MaxUnackedPerConnection": "max-unacked-per-connection",
+	"TLSListen":               "tls-listen",
+}
+
+// flagError words a *server.ConfigError of Validate in terms of the flag
+// that set the field (and where its value came from).
+func flagError(err error, from origins) error {
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) || configFlags[ce.Field] == "" {
+		return err
+	}
+	name := from.name(configFlags[ce.Field])
+	if ce.Field == "TLSListen" {
+		return fmt.Errorf("%s %s needs --tls-cert and --tls-key (ssl_options.certfile, ssl_options.keyfile)", name, ce.Value)
+	}
+	return fmt.Errorf("%s %v: %s", name, ce.Value, ce.Want)
 }
 
 // logStarted logs the listeners and the default user once they are up.

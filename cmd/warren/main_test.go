@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/amqp"
 )
 
 // logLines is a writer that hands each complete line to a channel.
@@ -384,4 +386,73 @@ func TestPackagingUnit(t *testing.T) {
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
+}
+
+// TestHeartbeatZeroDisables: --heartbeat 0 offers no heartbeat in
+// connection.tune (README: "0 disables"), the default offers 60 s.
+func TestHeartbeatZeroDisables(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want uint16
+	}{{[]string{"--heartbeat", "0"}, 0}, {nil, 60}} {
+		logs := newLogLines()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- cli(ctx, append([]string{"--log-format", "json", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+				"--mgmt-listen", "off"}, c.args...), &bytes.Buffer{}, logs)
+		}()
+		addr, _ := logs.waitFor(t, "Warren started")["amqp"].(string)
+		if got := offeredHeartbeat(t, addr); got != c.want {
+			t.Errorf("%v: connection.tune offers heartbeat %d, want %d", c.args, got, c.want)
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("broker did not stop")
+		}
+	}
+}
+
+// offeredHeartbeat logs in as guest at addr and returns the heartbeat of
+// the broker's connection.tune.
+func offeredHeartbeat(t *testing.T, addr string) uint16 {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	fr := amqp.NewFrameReader(nc, 1<<16)
+	next := func() amqp.Method {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if _, err := nc.Write(amqp.ProtocolHeader); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := next().(*amqp.ConnectionStart); !ok {
+		t.Fatal("no connection.start")
+	}
+	b, err := amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	tune, ok := next().(*amqp.ConnectionTune)
+	if !ok {
+		t.Fatal("no connection.tune")
+	}
+	return tune.Heartbeat
 }

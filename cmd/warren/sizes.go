@@ -82,3 +82,17 @@ func parseWatermark(s string) (fraction float64, bytes uint64, err error) {
 	}
 	return 0, n, nil
 }
+
+// formatSize writes n as parseSize reads it, in the largest power-of-1000
+// unit that divides it (50000000: 50MB).
+func formatSize(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatUint(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(n, 10) + "B"
+}

@@ -40,3 +40,17 @@ func TestParseSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatSize: formatSize writes what parseSize reads back, in the
+// largest exact unit (--disk-free-limit's default is shown as 50MB).
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[uint64]string{50_000_000: "50MB", 0: "0B", 1536: "1536B", 2e9: "2GB", 1500: "1500B", 3000: "3kB"} {
+		got := formatSize(n)
+		if got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+		if back, err := parseSize(got); err != nil || back != n {
+			t.Errorf("parseSize(%q) = %d, %v, want %d", got, back, err, n)
+		}
+	}
+}

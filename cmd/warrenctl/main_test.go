@@ -20,8 +20,8 @@ import (
 // the API's base URL and the broker's amqp:// URL.
 func broker(t *testing.T) (string, string) {
 	t.Helper()
-	var b *server.Server
-	bk := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
+	bk := servertest.StartBroker(t, server.Config{})
+	b := bk.Server()
 	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)

@@ -67,8 +67,8 @@ type envOpts struct {
 func start(t testing.TB, o envOpts) *env {
 	t.Helper()
 	chrome := chromiumPath(t)
-	var b *server.Server
-	broker := servertest.StartBroker(t, server.Config{OnStart: func(s *server.Server) { b = s }})
+	broker := servertest.StartBroker(t, server.Config{})
+	b := broker.Server()
 	if o.statsInterval == 0 {
 		o.statsInterval = 5 * time.Second // the API's default
 	}

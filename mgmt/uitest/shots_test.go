@@ -131,8 +131,6 @@ func TestScreenshots(t *testing.T) {
 	shot("management-user")
 }
 
-func (e *env) run(what, js string) { e.t.Helper(); eval[bool](e, what, js) }
-
 // populate declares vhosts, users, exchanges, queues, bindings and a
 // policy, and starts clients that publish and consume until stop.
 func populate(t *testing.T, e *env) (stop func()) {
