@@ -142,7 +142,7 @@ func FuzzDecodeProperties(f *testing.F) {
 		var p Properties
 		var err error
 		checkAllocBound(t, raw, func() { p, err = DecodeProperties(raw) })
-		_, herr := DecodeContentHeader(append(make([]byte, 12), raw...))
+		h, herr := DecodeContentHeader(append(make([]byte, 12), raw...))
 		if (err == nil) != (herr == nil) {
 			t.Fatalf("DecodeProperties err %v, DecodeContentHeader err %v", err, herr)
 		}
@@ -160,6 +160,7 @@ func FuzzDecodeProperties(f *testing.F) {
 			(hdrs == nil) != (p.Headers == nil) {
 			t.Fatalf("accessors disagree with DecodeProperties: %+v", p)
 		}
+		checkIndex(t, h.Props, raw, p)
 		b1, err := p.Append(nil)
 		if err != nil {
 			t.Fatalf("re-encoding: %v", err)
@@ -251,4 +252,22 @@ func FuzzReadFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkIndex fails unless x, the index of raw, agrees with p, its
+// decoding.
+func checkIndex(t *testing.T, x PropIndex, raw []byte, p Properties) {
+	t.Helper()
+	str := func(b []byte, ok bool, want string, flag uint16) bool {
+		return ok == (p.Flags&flag != 0) && (!ok || string(b) == want)
+	}
+	rt, rtOK := x.ReplyTo(raw)
+	exp, expOK := x.Expiration(raw)
+	uid, uidOK := x.UserID(raw)
+	hdrs, err := x.Headers(raw)
+	if x.Flags != p.Flags || x.DeliveryMode != p.DeliveryMode || x.Priority != p.Priority ||
+		!str(rt, rtOK, p.ReplyTo, FlagReplyTo) || !str(exp, expOK, p.Expiration, FlagExpiration) ||
+		!str(uid, uidOK, p.UserID, FlagUserID) || err != nil || (hdrs == nil) != (p.Headers == nil) || len(hdrs) != len(p.Headers) {
+		t.Fatalf("index %+v disagrees with %+v (headers %v, %v)", x, p, hdrs, err)
+	}
 }

@@ -33,12 +33,15 @@ type ContentHeader struct {
 	Weight   uint16
 	BodySize uint64
 	RawProps []byte // property flags + property list; aliases the payload
+	// Props indexes RawProps (and any copy of it).
+	Props PropIndex
 }
 
-// DecodeContentHeader decodes a header frame payload and checks that the
+// DecodeContentHeader decodes a header frame payload, checks that the
 // property flags and list, including the headers table, are well formed
-// (without building Properties or allocating), so DecodeProperties and the
-// Prop* accessors cannot fail on RawProps later.
+// and indexes them (without building Properties or allocating), so that
+// DecodeProperties, the Prop* accessors and Props cannot fail on RawProps
+// later.
 // Errors are *Error with code FrameError; RawProps aliases payload.
 func DecodeContentHeader(payload []byte) (ContentHeader, error) {
 	if len(payload) < 14 {
@@ -50,9 +53,11 @@ func DecodeContentHeader(payload []byte) (ContentHeader, error) {
 		BodySize: binary.BigEndian.Uint64(payload[4:]),
 		RawProps: payload[12:],
 	}
-	if err := walkProps(h.RawProps, nil); err != nil {
+	x, err := indexProps(h.RawProps)
+	if err != nil {
 		return ContentHeader{}, propsError(h.ClassID, err)
 	}
+	h.Props = x
 	return h, nil
 }
 

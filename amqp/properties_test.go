@@ -182,3 +182,48 @@ func TestPropAccessorsDoNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations", allocs)
 	}
 }
+
+// TestPropIndex checks the index against DecodeProperties for every
+// property alone and for all of them, and that reading it allocates
+// nothing.
+func TestPropIndex(t *testing.T) {
+	all := allProps()
+	cases := []Properties{all, {}}
+	for bit := uint16(0x8000); bit > flagContinuation<<1; bit >>= 1 {
+		p := all
+		p.Flags = bit
+		cases = append(cases, p)
+	}
+	for _, c := range cases {
+		raw, err := c.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := DecodeProperties(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := IndexProperties(raw)
+		if err != nil {
+			t.Fatalf("flags %04x: %v", c.Flags, err)
+		}
+		checkIndex(t, x, raw, want)
+	}
+	if _, err := IndexProperties([]byte{0x10, 0}); err == nil {
+		t.Fatal("a list without its delivery mode indexed")
+	}
+	raw, _ := all.Append(nil)
+	x, _ := IndexProperties(raw)
+	allocs := testing.AllocsPerRun(100, func() {
+		if v, ok := x.Expiration(raw); !ok || string(v) != "60000" {
+			t.Fatal("Expiration")
+		}
+		if v, ok := x.UserID(raw); !ok || string(v) != "guest" {
+			t.Fatal("UserID")
+		}
+		_, _ = IndexProperties(raw)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations", allocs)
+	}
+}

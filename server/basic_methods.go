@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
 	"errors"
 	"strings"
 
@@ -170,18 +169,19 @@ func (ch *channel) publish(p *publishing) error {
 	if err := ch.checkTopic(e, auth.Write, m.RoutingKey); err != nil {
 		return err
 	}
-	if err := ch.checkUserID(p.props); err != nil {
+	if err := ch.checkUserID(p); err != nil {
 		return err
 	}
 	if err := ch.rewriteReplyTo(p); err != nil {
 		return err
 	}
-	if exp, ok := amqp.PropExpiration(p.props); ok {
+	if b, ok := p.idx.Expiration(p.props); ok {
+		exp := string(b)
 		if p.ttl, p.hasTTL = queue.ParseExpiration(exp); !p.hasTTL {
 			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': %s", exp, queue.ExpirationError(exp))
 		}
 	}
-	if dm, ok := amqp.PropDeliveryModeOK(p.props); ok && dm != 1 && dm != 2 {
+	if dm := p.idx.DeliveryMode; p.idx.Has(amqp.FlagDeliveryMode) && dm != 1 && dm != 2 {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid message: {delivery_mode_unknown,%d}", dm)
 	}
 	if err := p.senderSelected(); err != nil {
@@ -219,8 +219,8 @@ func newMessage(p *publishing) *queue.Message {
 		RoutingKey: m.RoutingKey,
 		Props:      p.props,
 		Body:       p.body,
-		Persistent: amqp.PropDeliveryMode(p.props) == 2,
-		Priority:   priority(p.props),
+		Persistent: p.idx.DeliveryMode == 2,
+		Priority:   p.idx.Priority,
 		TTL:        p.ttl,
 		HasTTL:     p.hasTTL,
 	}
@@ -247,7 +247,7 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 			}
 		}
 	}
-	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.props)
+	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.headerTable)
 	defer v.releaseScratch(s)
 	ch.tracePublish(p, s.queues)
 	routed, dropped := v.deliver(msg, s.queues, done, ch.c.flushCtx())
@@ -368,22 +368,15 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 
 // checkUserID refuses a user-id property that names someone other than the
 // authenticated user, as RabbitMQ does.
-func (ch *channel) checkUserID(props []byte) error {
-	if len(props) < 2 || binary.BigEndian.Uint16(props)&amqp.FlagUserID == 0 {
-		return nil
-	}
-	p, err := amqp.DecodeProperties(props)
-	if err != nil || p.UserID == ch.c.user {
+func (ch *channel) checkUserID(p *publishing) error {
+	uid, ok := p.idx.UserID(p.props)
+	if !ok || string(uid) == ch.c.user {
 		return nil
 	}
 	return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
-		"user_id property set to '%s' but authenticated user was '%s'", p.UserID, ch.c.user)
+		"user_id property set to '%s' but authenticated user was '%s'", uid, ch.c.user)
 }
 
-func priority(props []byte) uint8 {
-	p, _ := amqp.PropPriority(props)
-	return p
-}
 
 // consumerPriority reads the x-priority consume argument.
 func consumerPriority(args amqp.Table) (int, error) {

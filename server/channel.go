@@ -55,9 +55,16 @@ type channel struct {
 // publishing is a basic.publish with its content, as it is assembled from
 // frames.
 type publishing struct {
-	method   *amqp.BasicPublish
-	props    []byte
-	bodySize uint64
+	method *amqp.BasicPublish
+	props  []byte
+	// idx is props indexed, in the one pass that checked them (setProps
+	// indexes rewritten ones); headers is their headers property, decoded
+	// at most once (headersRead), by whichever of sender-selected
+	// distribution and a headers exchange needs it first.
+	idx         amqp.PropIndex
+	headers     amqp.Table
+	headersRead bool
+	bodySize    uint64
 	body     []byte
 	received uint64 // body bytes seen, kept or not
 	gotHdr   bool
@@ -361,6 +368,7 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 		}
 		p.gotHdr = true
 		p.props = append([]byte(nil), h.RawProps...)
+		p.idx = h.Props
 		p.bodySize = h.BodySize
 		if p.bodySize == 0 {
 			return ch.publishAssembled()
@@ -408,4 +416,21 @@ func appendBody(body, payload []byte, size uint64) []byte {
 		body = nb
 	}
 	return append(body, payload...)
+}
+
+// setProps replaces the publish's properties (a rewritten reply-to, BCC
+// removed) and indexes them anew.
+func (p *publishing) setProps(raw []byte) {
+	p.props = raw
+	p.idx, _ = amqp.IndexProperties(raw)
+	p.headers, p.headersRead = nil, false
+}
+
+// headerTable returns the headers property, decoded on first use.
+func (p *publishing) headerTable() map[string]any {
+	if !p.headersRead {
+		p.headers, _ = p.idx.Headers(p.props)
+		p.headersRead = true
+	}
+	return p.headers
 }

@@ -13,7 +13,7 @@ import (
 func (v *vhost) deadLetter(q queue.Queue, dead []queue.Dead) {
 	name := q.Decl().Name
 	for _, d := range dead {
-		m, deaths := withDeath(d.Msg, name, d.Reason, time.Now(), d.HasRoutingKey)
+		m, deaths, h := withDeath(d.Msg, name, d.Reason, time.Now(), d.HasRoutingKey)
 		m.Exchange = d.Exchange
 		// Without a dead-letter routing key the message keeps its routing
 		// keys, its CC header's included (RabbitMQ's routing_keys also hold
@@ -22,9 +22,9 @@ func (v *vhost) deadLetter(q queue.Queue, dead []queue.Dead) {
 		if d.HasRoutingKey {
 			m.RoutingKey = d.RoutingKey
 		} else {
-			cc = headerCC(m.Props)
+			cc = ccKeys(h)
 		}
-		s := v.routePublish(m.Exchange, m.RoutingKey, cc, m.Props)
+		s := v.routePublish(m.Exchange, m.RoutingKey, cc, func() map[string]any { return h })
 		targets := s.queues[:0:0]
 		for _, target := range s.queues {
 			if d.Reason == queue.Rejected || !isCycle(deaths, target.Decl().Name) {
@@ -63,7 +63,7 @@ func isCycle(deaths []any, name string) bool {
 // original-expiration, so the copy does not expire again. With dropCC (a
 // dead-letter routing key replaces the routing keys) the CC header goes, as
 // in RabbitMQ.
-func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time, dropCC bool) (*queue.Message, []any) {
+func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time, dropCC bool) (*queue.Message, []any, amqp.Table) {
 	p, err := amqp.DecodeProperties(m.Props)
 	if err != nil {
 		p = amqp.Properties{}
@@ -129,5 +129,5 @@ func withDeath(m *queue.Message, qname string, r queue.Reason, now time.Time, dr
 		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: props, Body: m.Body,
 		Persistent: m.Persistent, Priority: m.Priority,
 	}
-	return c, deaths
+	return c, deaths, h
 }

@@ -32,11 +32,11 @@ func (ch *channel) openReply() *replyto.Queue {
 // rewriteReplyTo gives a request's reply-to the channel's unique reply
 // name. It refuses a request whose channel does not consume replies.
 func (ch *channel) rewriteReplyTo(p *publishing) error {
-	if len(p.props) < 2 || p.props[0]&byte(amqp.FlagReplyTo>>8) == 0 {
+	if rt, ok := p.idx.ReplyTo(p.props); !ok || string(rt) != replyto.Name {
 		return nil
 	}
 	props, err := amqp.DecodeProperties(p.props)
-	if err != nil || props.ReplyTo != replyto.Name {
+	if err != nil {
 		return nil
 	}
 	if ch.replyQ == nil || ch.replyQ.Deleted() {
@@ -47,6 +47,6 @@ func (ch *channel) rewriteReplyTo(p *publishing) error {
 	if err != nil {
 		return err
 	}
-	p.props = raw
+	p.setProps(raw)
 	return nil
 }

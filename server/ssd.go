@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 
 	"github.com/warrenmq/warren/amqp"
@@ -26,14 +25,11 @@ var (
 // p.props. A CC or BCC header that is not an array is a 406, in RabbitMQ's
 // words.
 func (p *publishing) senderSelected() error {
-	if len(p.props) < 2 || binary.BigEndian.Uint16(p.props)&amqp.FlagHeaders == 0 ||
-		!bytes.Contains(p.props, ssdCC) && !bytes.Contains(p.props, ssdBCC) {
+	raw := p.idx.HeadersRaw(p.props)
+	if !bytes.Contains(raw, ssdCC) && !bytes.Contains(raw, ssdBCC) {
 		return nil
 	}
-	h, err := amqp.PropHeaders(p.props)
-	if err != nil {
-		return nil
-	}
+	h := p.headerTable()
 	for _, name := range [...]string{"CC", "BCC"} {
 		v, ok := h[name]
 		if !ok {
@@ -57,7 +53,7 @@ func (p *publishing) senderSelected() error {
 		}
 		delete(props.Headers, "BCC")
 		if b, err := props.Append(nil); err == nil {
-			p.props = b
+			p.setProps(b)
 		}
 	}
 	return nil
@@ -67,9 +63,11 @@ func (p *publishing) senderSelected() error {
 // the queues of key and of every key in cc, each once. Each exchange routes
 // all the keys together, so its alternate exchange is used only when none
 // matches (exchange.RouteAllCC).
-func (v *vhost) routePublish(exName, key string, cc []string, props []byte) *routeScratch {
+func (v *vhost) routePublish(exName, key string, cc []string, headers func() map[string]any) *routeScratch {
 	if len(cc) == 0 {
-		return v.routeMessage(exName, key, props)
+		s, _, found := v.route(exName, key, headers)
+		s.found = found
+		return s
 	}
 	s := v.scratchPool.Get().(*routeScratch)
 	s.names, s.queues = s.names[:0], s.queues[:0]
@@ -94,7 +92,7 @@ func (v *vhost) routePublish(exName, key string, cc []string, props []byte) *rou
 	}
 	var h map[string]any
 	if v.headersExchanges > 0 {
-		h, _ = amqp.PropHeaders(props)
+		h = headers()
 	}
 	s.names = exchange.RouteAllCC(v.lookup, e, key, cc, h, &s.ex, s.names)
 	for _, n := range s.names {
@@ -105,12 +103,8 @@ func (v *vhost) routePublish(exName, key string, cc []string, props []byte) *rou
 	return s
 }
 
-// headerCC returns the longstr elements of props' CC header.
-func headerCC(props []byte) []string {
-	if !bytes.Contains(props, ssdCC) {
-		return nil
-	}
-	h, _ := amqp.PropHeaders(props)
+// ccKeys returns the longstr elements of the CC header in h.
+func ccKeys(h map[string]any) []string {
 	keys, _ := h["CC"].([]any)
 	var cc []string
 	for _, k := range keys {

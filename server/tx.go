@@ -37,7 +37,7 @@ func (ch *channel) commitTx(pubs []*publishing, settles []txn.Settle) chan error
 	}
 	for i, p := range pubs {
 		msgs[i] = newMessage(p)
-		s := v.routePublish(p.method.Exchange, p.method.RoutingKey, p.cc, p.props)
+		s := v.routePublish(p.method.Exchange, p.method.RoutingKey, p.cc, p.headerTable)
 		found[i] = s.found
 		ch.tracePublish(p, s.queues)
 		for _, g := range groupByType(s.queues) {
