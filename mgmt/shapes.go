@@ -463,7 +463,7 @@ func (s *Server) nodeInfo() nodeJSON {
 	n := nodeJSON{
 		Name: o.Node, Type: "disc", Running: true, Uptime: o.Uptime.Milliseconds(),
 		OSPid: sprintf("%d", os.Getpid()), Processors: runtime.NumCPU(), MemUsed: residentMemory(ms.Sys),
-		ProcUsed: runtime.NumGoroutine(), RatesMode: "none", DBDir: s.broker.DataDir(), Partitions: []string{},
+		ProcUsed: runtime.NumGoroutine(), RatesMode: "basic", DBDir: s.broker.DataDir(), Partitions: []string{},
 		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms,
 		IOSyncCount: o.StoreStats.Commits, MsgStoreWrite: o.StoreStats.Messages,
 		MemLimit: al.MemoryLimit, MemAlarm: al.Memory, DiskFreeLimit: al.DiskFreeLimit, DiskFreeAlarm: al.Disk,
@@ -526,7 +526,7 @@ func (s *Server) overview() overviewJSON {
 	amqpHost, amqpPort := splitHostPort(o.Listen)
 	httpHost, httpPort := splitHostPort(s.addrString())
 	return overviewJSON{
-		ManagementVersion: server.Version(), RatesMode: "none", ExchangeTypes: exchangeTypes,
+		ManagementVersion: server.Version(), RatesMode: "basic", ExchangeTypes: exchangeTypes,
 		ProductVersion: server.Version(), ProductName: "Warren", RabbitMQVersion: server.Version(),
 		ClusterName: o.ClusterName, Node: o.Node,
 		ObjectTotals: objectTotalsJSON{
