@@ -438,7 +438,11 @@ func TestConnectionByteCounters(t *testing.T) {
 	}
 	// Each message adds its body and up to 200 bytes of frames: the
 	// method, the content header, the frame headers.
-	adminWaitFor(t, func() bool { return byPort(pport).RecvOct-p0.RecvOct >= n*size })
+	// The counters are added after each read and write returns: the
+	// client may hold the bytes a moment before they are counted.
+	adminWaitFor(t, func() bool {
+		return byPort(pport).RecvOct-p0.RecvOct >= n*size && byPort(cport).SendOct-c0.SendOct >= n*size
+	})
 	p1, c1 := byPort(pport), byPort(cport)
 	if d := p1.RecvOct - p0.RecvOct; d > n*(size+200) {
 		t.Errorf("publisher's recv_oct grew by %d for %d bytes of bodies", d, n*size)
