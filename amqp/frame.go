@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Frame layout sizes.
@@ -33,17 +34,19 @@ type Frame struct {
 // is buffered and takes one again only once input has arrived, so an idle
 // connection holds no read buffer.
 //
-// A FrameReader is not safe for concurrent use.
+// A FrameReader is not safe for concurrent use, but for BytesRead and
+// Reads, which any goroutine may call.
 type FrameReader struct {
 	r        io.Reader
-	lazy     LazyReader // r, when it is one
-	size     int        // the buffer's initial size
-	buf      []byte     // len(buf) is the capacity in use; nil while released
-	start    int        // first unconsumed byte
-	end      int        // end of valid data
-	maxFrame uint32     // total frame size limit incl. overhead; 0 = FrameMinSize
-	err      error      // read error held back while buffered bytes remain
-	read     uint64     // bytes read from r, ever
+	lazy     LazyReader    // r, when it is one
+	size     int           // the buffer's initial size
+	buf      []byte        // len(buf) is the capacity in use; nil while released
+	start    int           // first unconsumed byte
+	end      int           // end of valid data
+	maxFrame uint32        // total frame size limit incl. overhead; 0 = FrameMinSize
+	err      error         // read error held back while buffered bytes remain
+	read     atomic.Uint64 // bytes read from r, ever
+	reads    atomic.Uint64 // calls to r's Read or ReadLazy that returned bytes
 }
 
 // LazyReader is a reader that needs a buffer only while input is there.
@@ -109,7 +112,21 @@ func (fr *FrameReader) limit() uint64 {
 // BytesRead returns how many bytes were read from the underlying reader
 // so far, whole frames or not: a slow peer in the middle of a large frame
 // is making progress.
-func (fr *FrameReader) BytesRead() uint64 { return fr.read }
+func (fr *FrameReader) BytesRead() uint64 { return fr.read.Load() }
+
+// Reads returns how many reads from the underlying reader returned bytes
+// (RabbitMQ's recv_cnt counts the socket's packets; a read takes what has
+// arrived, one packet or many).
+func (fr *FrameReader) Reads() uint64 { return fr.reads.Load() }
+
+// count adds one read of k bytes to the counters: two atomic adds per
+// read of the underlying reader, not per frame.
+func (fr *FrameReader) count(k int) {
+	if k > 0 {
+		fr.read.Add(uint64(k))
+		fr.reads.Add(1)
+	}
+}
 
 // Buffered returns the number of bytes read from the underlying reader but not
 // yet returned as frames.
@@ -124,6 +141,19 @@ func (fr *FrameReader) HasFrame() bool {
 	}
 	size := uint64(binary.BigEndian.Uint32(fr.buf[fr.start+3:]))
 	return uint64(n) >= FrameHeaderSize+size+1
+}
+
+// ReadProtocolHeader reads the 8-byte protocol header through the buffer, so
+// frames pipelined behind it are not lost and its bytes are counted. The
+// caller validates the bytes.
+func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
+	var h [8]byte
+	if err := fr.fill(8); err != nil {
+		return h, err
+	}
+	copy(h[:], fr.buf[fr.start:])
+	fr.start += 8
+	return h, nil
 }
 
 // ReadFrame reads the next frame. Errors from the underlying reader are
@@ -174,7 +204,7 @@ func (fr *FrameReader) fill(n int) error {
 				return fr.buf[fr.end:]
 			}, fr.release)
 			fr.end += k
-			fr.read += uint64(k)
+			fr.count(k)
 			if err != nil {
 				fr.err = err
 				if fr.end-fr.start >= n {
@@ -191,7 +221,7 @@ func (fr *FrameReader) fill(n int) error {
 		}
 		k, err := fr.r.Read(fr.buf[fr.end:])
 		fr.end += k
-		fr.read += uint64(k)
+		fr.count(k)
 		if k == 0 && err == nil {
 			if empty++; empty == 100 { // as bufio does
 				return io.ErrNoProgress

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
@@ -126,11 +127,44 @@ func (s *Server) apiRoutes() []route {
 }
 
 func (s *Server) getOverview(q *request) error {
+	lengths, rates, err := ranges(q)
+	if err != nil {
+		return err
+	}
 	o := s.overview()
 	if !isMonitor(q.u) {
+		// The history is the node's: a restricted view has no samples.
 		s.restrictOverview(q, &o)
+		return q.reply(o)
+	}
+	qt := &o.QueueTotals
+	qt.MessagesDetails, qt.MessagesReadyDetails, qt.MessagesUnackedDetails = s.sampler.lengthDetails("", lengths)
+	if rates != nil {
+		o.MessageStats.withSamples(&histSrc{sm: s.sampler, r: *rates})
 	}
 	return q.reply(o)
+}
+
+// ranges reads a request's lengths and msg_rates ranges (nil: not asked
+// for).
+func ranges(q *request) (lengths, rates *sampleRange, err error) {
+	now := time.Now()
+	if lengths, err = parseRange(q, "lengths", now); err != nil {
+		return nil, nil, err
+	}
+	if rates, err = parseRange(q, "msg_rates", now); err != nil {
+		return nil, nil, err
+	}
+	return lengths, rates, nil
+}
+
+// withHistory adds a queue's length rates, and its samples when asked for.
+func (s *Server) withHistory(j *queueJSON, lengths, rates *sampleRange) {
+	k := queueKey(j.VHost, j.Name)
+	j.MessagesDetails, j.MessagesReadyDetails, j.MessagesUnackedDetails = s.sampler.lengthDetails(k, lengths)
+	if rates != nil && j.MessageStats != nil {
+		j.MessageStats.withSamples(&histSrc{sm: s.sampler, key: k, r: *rates})
+	}
 }
 
 // restrictOverview limits the totals to what a management or policymaker
@@ -184,11 +218,13 @@ func (s *Server) getNode(q *request) error {
 func (s *Server) getVHosts(q *request) error {
 	node := s.broker.NodeName()
 	view, rates := s.stats()
+	oct := s.sampler.vhostOct(s.broker.Connections())
 	var out []vhostJSON
 	for _, v := range s.broker.VHosts() {
 		rec, _ := s.broker.Auth().VHost(v.Name)
 		j := toVHost(node, v, rec)
 		j.MessageStats = messageStats(view.vhosts[v.Name], rates.vhosts[v.Name], allCounters)
+		setOct(&j, oct)
 		out = append(out, j)
 	}
 	return q.replyList(out)
@@ -201,6 +237,7 @@ func (s *Server) getVHost(q *request) error {
 			view, rates := s.stats()
 			j := toVHost(s.broker.NodeName(), v, rec)
 			j.MessageStats = messageStats(view.vhosts[v.Name], rates.vhosts[v.Name], allCounters)
+			setOct(&j, s.sampler.vhostOct(s.broker.Connections()))
 			return q.reply(j)
 		}
 	}
@@ -414,6 +451,10 @@ func (s *Server) queueJSON(node string, qi server.QueueInfo, owners map[string]s
 }
 
 func (s *Server) getQueues(q *request) error {
+	lengths, msgRates, err := ranges(q)
+	if err != nil {
+		return err
+	}
 	qs, err := s.broker.Queues(vhostParam(q))
 	if err != nil {
 		return err
@@ -424,11 +465,16 @@ func (s *Server) getQueues(q *request) error {
 		j := s.queueJSON(node, qi, owners)
 		k := queueKey(qi.VHost, qi.Name)
 		j.MessageStats = messageStats(view.queues[k], rates.queues[k], queueCounters)
+		s.withHistory(&j, lengths, msgRates)
 		return j
 	}))
 }
 
 func (s *Server) getQueue(q *request) error {
+	lengths, msgRates, err := ranges(q)
+	if err != nil {
+		return err
+	}
 	vhost, name := q.param("vhost"), q.param("name")
 	qi, err := s.broker.Queue(vhost, name)
 	if err != nil {
@@ -439,6 +485,7 @@ func (s *Server) getQueue(q *request) error {
 	view, rates := s.stats()
 	k := queueKey(qi.VHost, qi.Name)
 	j.MessageStats = messageStats(view.queues[k], rates.queues[k], queueCounters)
+	s.withHistory(&j, lengths, msgRates)
 	cons, _ := s.broker.Consumers(vhost)
 	details := []consumerJSON{}
 	for _, c := range cons {
@@ -763,7 +810,7 @@ func (s *Server) getConnections(q *request) error {
 	out := []connectionJSON{}
 	for _, c := range s.broker.Connections() {
 		if v := q.param("vhost"); v == "" || c.VHost == v {
-			out = append(out, toConnection(node, c))
+			out = append(out, s.connectionJSON(node, c))
 		}
 	}
 	return q.replyList(out)
@@ -777,7 +824,15 @@ func (s *Server) getConnection(q *request) error {
 	if c.User != q.u.Name && !isMonitor(q.u) {
 		return notAuthorised("User not authorised to access object")
 	}
-	return q.reply(toConnection(s.broker.NodeName(), c))
+	return q.reply(s.connectionJSON(s.broker.NodeName(), c))
+}
+
+// connectionJSON is c with its byte rates.
+func (s *Server) connectionJSON(node string, c server.ConnectionInfo) connectionJSON {
+	j := toConnection(node, c)
+	r := s.sampler.connRate(c.ID)
+	j.RecvOctDetails.Rate, j.SendOctDetails.Rate = round1(r[0]), round1(r[1])
+	return j
 }
 
 func (s *Server) closeConnection(q *request) error {

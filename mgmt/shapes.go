@@ -67,8 +67,11 @@ type queueJSON struct {
 	State                     string            `json:"state"`
 	Type                      string            `json:"type"`
 	Messages                  int               `json:"messages"`
+	MessagesDetails           detailsJSON       `json:"messages_details"`
 	MessagesReady             int               `json:"messages_ready"`
+	MessagesReadyDetails      detailsJSON       `json:"messages_ready_details"`
 	MessagesUnacknowledged    int               `json:"messages_unacknowledged"`
+	MessagesUnackedDetails    detailsJSON       `json:"messages_unacknowledged_details"`
 	MessagesRAM               int               `json:"messages_ram"`
 	MessagesReadyRAM          int               `json:"messages_ready_ram"`
 	MessageBytesReady         int64             `json:"message_bytes_ready"`
@@ -168,6 +171,15 @@ type connectionJSON struct {
 	FrameMax               int     `json:"frame_max"`
 	Timeout                int     `json:"timeout"`
 	ClientProperties       table   `json:"client_properties"`
+	// Socket counters (reads and writes for RabbitMQ's packet counts), and
+	// the byte rates over the last StatsInterval.
+	RecvOct        uint64      `json:"recv_oct"`
+	RecvOctDetails detailsJSON `json:"recv_oct_details"`
+	RecvCnt        uint64      `json:"recv_cnt"`
+	SendOct        uint64      `json:"send_oct"`
+	SendOctDetails detailsJSON `json:"send_oct_details"`
+	SendCnt        uint64      `json:"send_cnt"`
+	SendPend       int         `json:"send_pend"`
 }
 
 func toConnection(node string, c server.ConnectionInfo) connectionJSON {
@@ -185,7 +197,7 @@ func toConnection(node string, c server.ConnectionInfo) connectionJSON {
 		State: stateRunning, Type: "network", Protocol: protocolName, Host: c.Host, Port: c.Port,
 		PeerHost: c.PeerHost, PeerPort: c.PeerPort, Channels: c.Channels, ChannelMax: int(c.ChannelMax),
 		FrameMax: int(c.FrameMax), Timeout: int(c.Heartbeat / time.Second), ClientProperties: props,
-		SSL: c.TLS,
+		SSL: c.TLS, RecvOct: c.RecvOct, RecvCnt: c.RecvCnt, SendOct: c.SendOct, SendCnt: c.SendCnt, SendPend: c.SendPend,
 	}
 	if c.TLS {
 		proto, cipher := c.TLSProtocol, c.TLSCipher
@@ -290,6 +302,16 @@ type vhostJSON struct {
 	MessagesReady          int               `json:"messages_ready"`
 	MessagesUnacknowledged int               `json:"messages_unacknowledged"`
 	MessageStats           *messageStatsJSON `json:"message_stats,omitempty"`
+	// The bytes of the vhost's connections, closed ones included; left
+	// out, as RabbitMQ does, while the vhost has had none.
+	*vhostOctJSON
+}
+
+type vhostOctJSON struct {
+	RecvOct        uint64      `json:"recv_oct"`
+	RecvOctDetails detailsJSON `json:"recv_oct_details"`
+	SendOct        uint64      `json:"send_oct"`
+	SendOctDetails detailsJSON `json:"send_oct_details"`
 }
 
 func toVHost(node string, v server.VHostInfo, rec auth.VHost) vhostJSON {
@@ -338,9 +360,12 @@ type objectTotalsJSON struct {
 }
 
 type queueTotalsJSON struct {
-	Messages               int `json:"messages"`
-	MessagesReady          int `json:"messages_ready"`
-	MessagesUnacknowledged int `json:"messages_unacknowledged"`
+	Messages               int         `json:"messages"`
+	MessagesDetails        detailsJSON `json:"messages_details"`
+	MessagesReady          int         `json:"messages_ready"`
+	MessagesReadyDetails   detailsJSON `json:"messages_ready_details"`
+	MessagesUnacknowledged int         `json:"messages_unacknowledged"`
+	MessagesUnackedDetails detailsJSON `json:"messages_unacknowledged_details"`
 }
 
 type listenerJSON struct {
@@ -392,6 +417,9 @@ type overviewJSON struct {
 	Listeners         []listenerJSON     `json:"listeners"`
 	Contexts          []contextJSON      `json:"contexts"`
 	MessageStats      *messageStatsJSON  `json:"message_stats,omitempty"`
+	// How long samples are kept, in seconds (the history keeps ten
+	// minutes of everything it keeps).
+	SampleRetentionPolicies map[string][]int `json:"sample_retention_policies"`
 }
 
 type nodeJSON struct {
@@ -435,7 +463,7 @@ func (s *Server) nodeInfo() nodeJSON {
 	n := nodeJSON{
 		Name: o.Node, Type: "disc", Running: true, Uptime: o.Uptime.Milliseconds(),
 		OSPid: sprintf("%d", os.Getpid()), Processors: runtime.NumCPU(), MemUsed: residentMemory(ms.Sys),
-		ProcUsed: runtime.NumGoroutine(), RatesMode: "none", DBDir: s.broker.DataDir(), Partitions: []string{},
+		ProcUsed: runtime.NumGoroutine(), RatesMode: "basic", DBDir: s.broker.DataDir(), Partitions: []string{},
 		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms,
 		IOSyncCount: o.StoreStats.Commits, MsgStoreWrite: o.StoreStats.Messages,
 		MemLimit: al.MemoryLimit, MemAlarm: al.Memory, DiskFreeLimit: al.DiskFreeLimit, DiskFreeAlarm: al.Disk,
@@ -498,7 +526,7 @@ func (s *Server) overview() overviewJSON {
 	amqpHost, amqpPort := splitHostPort(o.Listen)
 	httpHost, httpPort := splitHostPort(s.addrString())
 	return overviewJSON{
-		ManagementVersion: server.Version(), RatesMode: "none", ExchangeTypes: exchangeTypes,
+		ManagementVersion: server.Version(), RatesMode: "basic", ExchangeTypes: exchangeTypes,
 		ProductVersion: server.Version(), ProductName: "Warren", RabbitMQVersion: server.Version(),
 		ClusterName: o.ClusterName, Node: o.Node,
 		ObjectTotals: objectTotalsJSON{
@@ -509,8 +537,9 @@ func (s *Server) overview() overviewJSON {
 			{Node: o.Node, Protocol: "amqp", IPAddress: amqpHost, Port: atoi(amqpPort)},
 			{Node: o.Node, Protocol: "http", IPAddress: httpHost, Port: atoi(httpPort)},
 		},
-		Contexts:     s.contexts(o.Node),
-		MessageStats: messageStats(view.node, rates.node, allCounters),
+		Contexts:                s.contexts(o.Node),
+		MessageStats:            messageStats(view.node, rates.node, allCounters),
+		SampleRetentionPolicies: map[string][]int{"global": {s.histAge()}, "basic": {s.histAge()}, "detailed": {s.histAge()}},
 	}
 }
 

@@ -24,14 +24,15 @@ import (
 
 // Why fields are left out, by group.
 var (
-	// Rates and counters from RabbitMQ's statistics database: Warren keeps
-	// no per-object event counters yet.
+	// Rates and counters from RabbitMQ's statistics database that Warren
+	// does not keep: Erlang process figures, churn, consumer utilisation.
 	statsFields = []string{
-		"messages_details", "messages_ready_details", "messages_unacknowledged_details",
-		"recv_oct", "recv_oct_details", "send_oct", "send_oct_details", "recv_cnt", "send_cnt", "send_pend",
 		"reductions", "reductions_details", "garbage_collection", "idle_since", "churn_rates",
-		"consumer_capacity", "consumer_utilisation", "statistics_db_event_queue", "sample_retention_policies",
+		"consumer_capacity", "consumer_utilisation", "statistics_db_event_queue",
 	}
+	// Length rates are kept for queues and the node (the history), not
+	// for vhosts.
+	vhostLengthRates = []string{"messages_details", "messages_ready_details", "messages_unacknowledged_details"}
 	// message_stats of exchanges, connections, channels and nodes: Warren counts
 	// messages per queue and per vhost only.
 	objectCounters = []string{"message_stats"}
@@ -56,7 +57,7 @@ func group(lists ...[]string) []string {
 
 var omitted = map[string][]string{
 	"overview":              group(statsFields, erlangFields),
-	"overview.queue_totals": statsFields,
+	"overview.queue_totals": nil,
 	// The message store's disk counters (Warren's store has its own,
 	// in /metrics).
 	"overview.message_stats": {"disk_reads", "disk_reads_details", "disk_writes", "disk_writes_details"},
@@ -86,7 +87,7 @@ var omitted = map[string][]string{
 		"queue_index_read_count", "queue_index_read_count_details", "queue_index_write_count",
 		"queue_index_write_count_details",
 	}),
-	"vhost":      group(statsFields),
+	"vhost":      group(statsFields, vhostLengthRates),
 	"user":       nil,
 	"whoami":     nil,
 	"permission": nil,

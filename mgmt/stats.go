@@ -3,8 +3,6 @@ package mgmt
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -83,11 +81,13 @@ func vhostCounts(v server.VHostMessageStats) counts {
 
 func queueKey(vhost, name string) string { return vhost + "\x00" + name }
 
-// statsView is one reading: counts by queue, by vhost and for the node.
+// statsView is one reading: counts by queue, by vhost and for the node;
+// for the history (sample), the queues' lengths too.
 type statsView struct {
 	queues map[string]counts
 	vhosts map[string]counts
 	node   counts
+	lens   map[string][2]int64 // queue key -> ready, unacked; nil unless asked for
 }
 
 // sampler keeps what the counters alone cannot: the counts of queues and
@@ -105,6 +105,16 @@ type sampler struct {
 	prevAt    time.Time
 	rates     statsRates
 	haveRates bool
+	hist      *history
+	conns     map[uint64]connReading // the connections at the last sample
+	connRates map[uint64][2]float64  // their bytes received and sent per second
+	goneOct   map[string][2]uint64   // per vhost: bytes of the connections that closed
+}
+
+// connReading is a connection's byte counters at one sample.
+type connReading struct {
+	vhost      string
+	recv, send uint64
 }
 
 type statsRates struct {
@@ -116,21 +126,32 @@ type statsRates struct {
 func newSampler(b *server.Server) *sampler {
 	return &sampler{
 		b: b, lastQ: map[string]counts{}, lastQV: map[string]string{}, lastV: map[string]counts{},
-		goneQ: map[string]counts{},
+		goneQ: map[string]counts{}, hist: newHistory(), conns: map[uint64]connReading{},
+		connRates: map[uint64][2]float64{}, goneOct: map[string][2]uint64{},
 	}
 }
 
 // read takes a reading of every counter, folding deleted queues and vhosts
 // into the totals.
-func (sm *sampler) read() *statsView {
+func (sm *sampler) read() *statsView { return sm.readLens(false) }
+
+// readLens is read, with the queues' lengths when lens is set.
+func (sm *sampler) readLens(lens bool) *statsView {
 	vs, qs := sm.b.MessageStats()
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	view := &statsView{queues: make(map[string]counts, len(qs)), vhosts: make(map[string]counts, len(vs))}
+	if lens {
+		view.lens = make(map[string][2]int64, len(qs))
+	}
 	for _, q := range qs {
 		var c counts
 		c.addQueue(q.Stats)
-		view.queues[queueKey(q.VHost, q.Name)] = c
+		k := queueKey(q.VHost, q.Name)
+		view.queues[k] = c
+		if lens {
+			view.lens[k] = [2]int64{int64(q.Ready), int64(q.Unacked)}
+		}
 	}
 	for k, c := range sm.lastQ {
 		if _, live := view.queues[k]; !live {
@@ -164,6 +185,7 @@ func (sm *sampler) read() *statsView {
 			sm.goneV.add(c)
 			delete(sm.lastV, name)
 			delete(sm.goneQ, name)
+			delete(sm.goneOct, name)
 		}
 	}
 	view.node = sm.goneV
@@ -192,11 +214,15 @@ func queueOnly(c counts) counts {
 	return out
 }
 
-// sample takes a reading and computes the rates since the previous one.
+// sample takes a reading, computes the rates since the previous one and
+// adds it to the history.
 func (sm *sampler) sample(now time.Time) {
-	view := sm.read()
+	view := sm.readLens(true)
+	conns := sm.b.Connections()
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
+	sm.addHistory(now, view)
+	sm.sampleConns(now, conns)
 	if sm.prev != nil {
 		dt := now.Sub(sm.prevAt).Seconds()
 		if dt > 0 {
@@ -216,6 +242,99 @@ func (sm *sampler) sample(now time.Time) {
 		}
 	}
 	sm.prev, sm.prevAt = view, now
+}
+
+// addHistory adds the reading to the history.
+func (sm *sampler) addHistory(now time.Time, view *statsView) {
+	qs := make(map[string]sampleVals, len(view.queues))
+	var node sampleVals
+	for i, c := range view.node {
+		node[i] = int64(c)
+	}
+	for k, c := range view.queues {
+		var v sampleVals
+		for _, i := range queueCounters {
+			v[i] = int64(c[i])
+		}
+		l := view.lens[k]
+		v[fReady], v[fUnacked] = l[0], l[1]
+		node[fReady] += l[0]
+		node[fUnacked] += l[1]
+		qs[k] = v
+	}
+	sm.hist.add(now, node, qs)
+}
+
+// sampleConns computes each connection's byte rates since the last
+// sample, and carries the bytes of closed connections into their vhost's
+// totals.
+func (sm *sampler) sampleConns(now time.Time, conns []server.ConnectionInfo) {
+	dt := now.Sub(sm.prevAt).Seconds()
+	if sm.prevAt.IsZero() {
+		dt = 0
+	}
+	live := make(map[uint64]connReading, len(conns))
+	rates := make(map[uint64][2]float64, len(conns))
+	for _, c := range conns {
+		cur := connReading{vhost: c.VHost, recv: c.RecvOct, send: c.SendOct}
+		live[c.ID] = cur
+		if p, ok := sm.conns[c.ID]; ok && dt > 0 {
+			rates[c.ID] = [2]float64{float64(cur.recv-p.recv) / dt, float64(cur.send-p.send) / dt}
+		}
+	}
+	for id, p := range sm.conns {
+		if _, ok := live[id]; !ok {
+			g := sm.goneOct[p.vhost]
+			sm.goneOct[p.vhost] = [2]uint64{g[0] + p.recv, g[1] + p.send}
+		}
+	}
+	sm.conns, sm.connRates = live, rates
+}
+
+// connRate is a connection's bytes received and sent per second over the
+// last interval.
+func (sm *sampler) connRate(id uint64) [2]float64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.connRates[id]
+}
+
+// vhostTraffic is a vhost's connection bytes and byte rates.
+type vhostTraffic struct {
+	recv, send         uint64
+	recvRate, sendRate float64
+}
+
+// setOct gives j the traffic of its vhost in m, if it has had any.
+func setOct(j *vhostJSON, m map[string]vhostTraffic) {
+	t, ok := m[j.Name]
+	if !ok {
+		return
+	}
+	j.vhostOctJSON = &vhostOctJSON{RecvOct: t.recv, SendOct: t.send}
+	j.RecvOctDetails.Rate, j.SendOctDetails.Rate = round1(t.recvRate), round1(t.sendRate)
+}
+
+// vhostOct sums the bytes of the connections of each vhost, live ones
+// (conns, read now) and closed ones (up to the last sample before they
+// closed), and their rates.
+func (sm *sampler) vhostOct(conns []server.ConnectionInfo) map[string]vhostTraffic {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	out := map[string]vhostTraffic{}
+	for v, g := range sm.goneOct {
+		out[v] = vhostTraffic{recv: g[0], send: g[1]}
+	}
+	for _, c := range conns {
+		t := out[c.VHost]
+		r := sm.connRates[c.ID]
+		t.recv += c.RecvOct
+		t.send += c.SendOct
+		t.recvRate += r[0]
+		t.sendRate += r[1]
+		out[c.VHost] = t
+	}
+	return out
 }
 
 func rate(cur, prev counts, dt float64) [nCounters]float64 {
@@ -277,7 +396,8 @@ const cDeliverGet = nCounters
 type messageStatsJSON struct {
 	c     [nCounters + 1]uint64
 	r     [nCounters + 1]float64
-	order []int // counter slots, by name
+	order []int    // counter slots, by name
+	src   *histSrc // with a msg_rates range: where the samples come from
 }
 
 // queueOrder and allOrder are queueCounters and allCounters with
@@ -316,6 +436,18 @@ func (m messageStatsJSON) jsonField(name string) reflect.Value {
 // MarshalJSON implements json.Marshaler.
 func (m *messageStatsJSON) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 48*len(m.order))
+	var pts [][]point
+	if m.src != nil {
+		fields := make([]int, len(m.order))
+		for n, i := range m.order {
+			fields[n] = i
+			if i == cDeliverGet { // a message_stats slot, not fReady
+				fields[n] = fDeliverGet
+			}
+		}
+		pts = m.src.points(fields)
+		b = slices.Grow(b, 40*len(m.order)*histLen)
+	}
 	b = append(b, '{')
 	for n, i := range m.order {
 		if n > 0 {
@@ -330,19 +462,81 @@ func (m *messageStatsJSON) MarshalJSON() ([]byte, error) {
 		b = strconv.AppendUint(b, m.c[i], 10)
 		b = append(b, `,"`...)
 		b = append(b, name...)
-		b = append(b, `_details":{"rate":`...)
-		if f := math.Abs(m.r[i]); f != 0 && (f < 1e-6 || f >= 1e21) {
-			e, err := json.Marshal(m.r[i])
-			if err != nil {
-				return nil, err
-			}
-			b = append(b, e...)
-		} else {
-			b = strconv.AppendFloat(b, m.r[i], 'f', -1, 64)
+		b = append(b, `_details":`...)
+		var p []point
+		if pts != nil {
+			p = pts[n]
 		}
-		b = append(b, '}')
+		b = appendDetails(b, m.r[i], p, m.src != nil)
 	}
 	return append(b, '}'), nil
+}
+
+// histSrc is where a ranged answer's samples come from: the node's series
+// (key "") or a queue's, over r. They are read when the object is
+// encoded, so that a page of a long list reads only its own.
+type histSrc struct {
+	sm  *sampler
+	key string
+	r   sampleRange
+}
+
+// points reads the samples of fields (history fields: fReady, fDeliverGet
+// ...).
+func (h *histSrc) points(fields []int) [][]point {
+	h.sm.mu.Lock()
+	defer h.sm.mu.Unlock()
+	s := h.sm.hist.node
+	if h.key != "" {
+		s = h.sm.hist.queues[h.key]
+	}
+	out := make([][]point, len(fields))
+	for n, f := range fields {
+		out[n] = h.sm.hist.points(s, f, h.r)
+	}
+	return out
+}
+
+// withSamples makes m carry the samples of src, when there is one.
+func (m *messageStatsJSON) withSamples(src *histSrc) *messageStatsJSON {
+	m.src = src
+	return m
+}
+
+// detailsJSON is a length's {name}_details: its rate of change over the
+// last interval and, with a lengths range, its samples.
+type detailsJSON struct {
+	Rate  float64 `json:"rate"`
+	src   *histSrc
+	field int
+}
+
+// MarshalJSON implements json.Marshaler.
+func (d detailsJSON) MarshalJSON() ([]byte, error) {
+	var pts []point
+	if d.src != nil {
+		pts = d.src.points([]int{d.field})[0]
+	}
+	return appendDetails(nil, d.Rate, pts, d.src != nil), nil
+}
+
+// lengthDetails are messages_details, messages_ready_details and
+// messages_unacknowledged_details of the node (key "") or a queue, with
+// samples from lengths (nil: none).
+func (sm *sampler) lengthDetails(key string, lengths *sampleRange) (total, ready, unacked detailsJSON) {
+	var src *histSrc
+	if lengths != nil {
+		src = &histSrc{sm: sm, key: key, r: *lengths}
+	}
+	sm.mu.Lock()
+	s := sm.hist.node
+	if key != "" {
+		s = sm.hist.queues[key]
+	}
+	r, u := round1(sm.hist.rate(s, fReady)), round1(sm.hist.rate(s, fUnacked))
+	sm.mu.Unlock()
+	return detailsJSON{Rate: round1(r + u), src: src, field: fTotal},
+		detailsJSON{Rate: r, src: src, field: fReady}, detailsJSON{Rate: u, src: src, field: fUnacked}
 }
 
 // round1 rounds a rate to one decimal, as RabbitMQ shows them.

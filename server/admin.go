@@ -425,6 +425,13 @@ type ConnectionInfo struct {
 	TLSProtocol     string
 	TLSCipher       string
 	PeerCertSubject string
+	// RecvOct and SendOct count the bytes read from and written to the
+	// socket since it was accepted (TLS: the plaintext); RecvCnt and
+	// SendCnt the reads and writes that moved any. SendPend is what waits
+	// in the outbound buffer.
+	RecvOct, SendOct uint64
+	RecvCnt, SendCnt uint64
+	SendPend         int
 }
 
 // connView is a snapshot of c for the admin API: what the handshake
@@ -447,6 +454,9 @@ func (s *Server) connView(c *conn) ConnectionInfo {
 	c.chanMu.Lock()
 	ci.Channels = len(c.channels)
 	c.chanMu.Unlock()
+	ci.RecvOct, ci.RecvCnt = c.fr.BytesRead(), c.fr.Reads()
+	ci.SendOct, ci.SendCnt = c.out.sent.Load(), c.out.writes.Load()
+	ci.SendPend = c.out.pendingBytes()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		ci.TLS = true
 		if st := tc.ConnectionState(); st.HandshakeComplete {

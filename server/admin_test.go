@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -354,5 +358,99 @@ func TestAdminGetBounded(t *testing.T) {
 	}
 	if q, _ := srv.Queue("/", "big.q"); q.Ready != 2 {
 		t.Fatalf("queue after the get = %+v, want 2 left", q)
+	}
+}
+
+// TestConnectionByteCounters checks the socket counters against what a
+// client wrote and read: exactly for a handshake's first bytes, within the
+// frame overhead for a burst of messages.
+func TestConnectionByteCounters(t *testing.T) {
+	srv, url := startAdminBroker(t)
+	raw, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write(amqp.ProtocolHeader); err != nil {
+		t.Fatal(err)
+	}
+	// connection.start is one frame: read its header, then the rest.
+	var hdr [7]byte
+	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(raw, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	rest := make([]byte, binary.BigEndian.Uint32(hdr[3:])+1)
+	if _, err := io.ReadFull(raw, rest); err != nil {
+		t.Fatal(err)
+	}
+	got := uint64(len(hdr) + len(rest))
+	adminWaitFor(t, func() bool {
+		cs := srv.Connections()
+		return len(cs) == 1 && cs[0].RecvOct == 8 && cs[0].SendOct == got
+	})
+	c := srv.Connections()[0]
+	if c.RecvCnt != 1 || c.SendCnt != 1 || c.SendPend != 0 {
+		t.Errorf("handshake: %d reads, %d writes, %d pending; want 1, 1, 0", c.RecvCnt, c.SendCnt, c.SendPend)
+	}
+	raw.Close()
+	adminWaitFor(t, func() bool { return len(srv.Connections()) == 0 })
+
+	pc, pch := adminDial(t, url)
+	_, cch := adminDial(t, url)
+	if _, err := pch.QueueDeclare("bytes.q", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := cch.Consume("bytes.q", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPort := func(port int) server.ConnectionInfo {
+		for _, c := range srv.Connections() {
+			if c.PeerPort == port {
+				return c
+			}
+		}
+		t.Fatalf("no connection from port %d", port)
+		return server.ConnectionInfo{}
+	}
+	pport := pc.LocalAddr().(*net.TCPAddr).Port
+	var cport int
+	for _, c := range srv.Connections() {
+		if c.PeerPort != pport {
+			cport = c.PeerPort
+		}
+	}
+	p0, c0 := byPort(pport), byPort(cport)
+	const n, size = 100, 10000
+	body := make([]byte, size)
+	for range n {
+		if err := pch.Publish("", "bytes.q", false, false, amqp091.Publishing{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		select {
+		case <-deliveries:
+		case <-time.After(5 * time.Second):
+			t.Fatal("deliveries stopped")
+		}
+	}
+	// Each message adds its body and up to 200 bytes of frames: the
+	// method, the content header, the frame headers.
+	// The counters are added after each read and write returns: the
+	// client may hold the bytes a moment before they are counted.
+	adminWaitFor(t, func() bool {
+		return byPort(pport).RecvOct-p0.RecvOct >= n*size && byPort(cport).SendOct-c0.SendOct >= n*size
+	})
+	p1, c1 := byPort(pport), byPort(cport)
+	if d := p1.RecvOct - p0.RecvOct; d > n*(size+200) {
+		t.Errorf("publisher's recv_oct grew by %d for %d bytes of bodies", d, n*size)
+	}
+	if d := c1.SendOct - c0.SendOct; d < n*size || d > n*(size+200) {
+		t.Errorf("consumer's send_oct grew by %d for %d bytes of bodies", d, n*size)
+	}
+	if p1.RecvCnt <= p0.RecvCnt || c1.SendCnt <= c0.SendCnt {
+		t.Errorf("read and write counts did not grow: %d -> %d reads, %d -> %d writes", p0.RecvCnt, p1.RecvCnt, c0.SendCnt, c1.SendCnt)
 	}
 }

@@ -377,7 +377,6 @@ func (ch *channel) checkUserID(p *publishing) error {
 		"user_id property set to '%s' but authenticated user was '%s'", uid, ch.c.user)
 }
 
-
 // consumerPriority reads the x-priority consume argument.
 func consumerPriority(args amqp.Table) (int, error) {
 	v, ok := args["x-priority"]

@@ -65,12 +65,12 @@ type publishing struct {
 	headers     amqp.Table
 	headersRead bool
 	bodySize    uint64
-	body     []byte
-	received uint64 // body bytes seen, kept or not
-	gotHdr   bool
-	ttl      time.Duration // the expiration property, when hasTTL
-	hasTTL   bool
-	cc       []string // routing keys of the CC and BCC headers (senderSelected)
+	body        []byte
+	received    uint64 // body bytes seen, kept or not
+	gotHdr      bool
+	ttl         time.Duration // the expiration property, when hasTTL
+	hasTTL      bool
+	cc          []string // routing keys of the CC and BCC headers (senderSelected)
 }
 
 // consumer is one basic.consume subscription.

@@ -110,6 +110,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		id:       id,
 		nc:       nc,
 		log:      s.log.With().Uint64("conn", id).Str("peer", nc.RemoteAddr().String()).Logger(),
+		fr:       amqp.NewFrameReader(nc, 64<<10), // counts every byte read (recv_oct)
 		out:      newOutbox(),
 		channels: map[uint16]*channel{},
 		quit:     make(chan struct{}),
@@ -548,8 +549,8 @@ func (c *conn) kickConsumers() {
 
 // handshake runs protocol header, start, tune and open.
 func (c *conn) handshake() error {
-	var hdr [8]byte
-	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
+	hdr, err := c.fr.ReadProtocolHeader()
+	if err != nil {
 		return err
 	}
 	// RabbitMQ also takes the 0-9 header ("AMQP" 1 1 0 9) as 0-9-1.
@@ -557,7 +558,6 @@ func (c *conn) handshake() error {
 		c.nc.Write(amqp.ProtocolHeader)
 		return fmt.Errorf("bad protocol header %q", hdr[:])
 	}
-	c.fr = amqp.NewFrameReader(c.nc, 64<<10)
 	c.fr.SetMaxFrameSize(amqp.FrameMinSize + amqp.FrameOverhead)
 
 	c.out.sendMethod(0, &amqp.ConnectionStart{

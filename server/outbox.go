@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,6 +82,24 @@ type outbox struct {
 	hbEvery time.Duration
 	room    chan struct{} // signalled after each write, for waitRoom
 	flushed chan struct{} // closed when the outbox is closed and everything queued was written (or failed)
+	// sent and writes count the bytes the socket took and the writes that
+	// took any (RabbitMQ's send_oct and send_cnt), added once per write.
+	sent, writes atomic.Uint64
+}
+
+// count adds a write of n bytes to the counters.
+func (o *outbox) count(n int) {
+	if n > 0 {
+		o.sent.Add(uint64(n))
+		o.writes.Add(1)
+	}
+}
+
+// pendingBytes is how much waits in the buffer (RabbitMQ's send_pend).
+func (o *outbox) pendingBytes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.buf)
 }
 
 func newOutbox() *outbox {
@@ -275,7 +294,9 @@ func (o *outbox) writeLoop() {
 		nc, drained := o.nc, o.drained
 		o.mu.Unlock()
 		o.moveDeadline(nc)
-		if _, err := nc.Write(buf); err != nil {
+		n, err := nc.Write(buf)
+		o.count(n)
+		if err != nil {
 			o.writeFailed(nc)
 			return
 		}
@@ -391,6 +412,7 @@ func (o *outbox) flushInline(fs *flushSet) {
 	if n < 0 {
 		n = 0
 	}
+	o.count(n)
 	if err != nil && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR) {
 		o.writeFailed(nc)
 		return

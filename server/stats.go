@@ -66,14 +66,15 @@ type VHostMessageStats struct {
 	Queues                                             queue.MessageStats
 }
 
-// QueueMessageStats are one queue's counters.
+// QueueMessageStats are one queue's counters, and its lengths.
 type QueueMessageStats struct {
-	VHost, Name string
-	Stats       queue.MessageStats
+	VHost, Name    string
+	Stats          queue.MessageStats
+	Ready, Unacked int
 }
 
 // MessageStats reads every vhost's and every queue's message_stats
-// counters. Counters of deleted queues and vhosts are gone; callers that
+// counters, and each queue's lengths. Counters of deleted queues and vhosts are gone; callers that
 // keep totals (the management API's sampler) carry them over.
 func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 	vs, _ := s.vhostsFor("")
@@ -85,7 +86,8 @@ func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 		for _, q := range v.queueList() {
 			qs := q.MessageStats()
 			vm.Queues.Add(qs)
-			qout = append(qout, QueueMessageStats{VHost: v.name, Name: q.Decl().Name, Stats: qs})
+			st := q.Stats()
+			qout = append(qout, QueueMessageStats{VHost: v.name, Name: q.Decl().Name, Stats: qs, Ready: st.Ready, Unacked: st.Unacked})
 		}
 		vout = append(vout, vm)
 	}

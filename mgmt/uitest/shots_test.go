@@ -67,13 +67,14 @@ func TestScreenshots(t *testing.T) {
 
 	e.do("open", chromedp.Navigate(e.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#login`)))
 	shot("login")
-	e.login("guest", "guest")
-	e.choose("#refresh", "2")
-	// The charts need a few minutes' worth of samples to show a shape.
+	// The charts draw the broker's history: let it gather samples before
+	// the pages are opened.
 	deadline := time.Now().Add(warm)
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Second)
 	}
+	e.login("guest", "guest")
+	e.choose("#refresh", "2")
 	e.open("#/", "overview")
 	e.waitJS("rates drawn", `document.querySelectorAll('svg.chart path.line').length > 3`)
 	shot("overview")

@@ -1,6 +1,10 @@
-// Line charts drawn as SVG, and the sample history they draw. The API
-// answers current values and rates; the UI samples them at each refresh
-// and keeps the last ten minutes per object, for the session's lifetime.
+// Line charts drawn as SVG, and the sample history they draw. The broker
+// keeps ten minutes of samples of the node and of each queue, and sends
+// them when asked with RabbitMQ's range parameters (rangeQuery), so a page
+// opened late shows what happened before; fromSamples turns them into a
+// chart's history. Where the API has none (a management user's overview,
+// whose totals are not the node's), the page samples the current values
+// and rates at each refresh with record, for the session's lifetime.
 
 import { h, clear, fmtNum } from './dom.js';
 
@@ -20,6 +24,49 @@ export function record(key, values, t = Date.now()) {
 
 export function history(key) { return histories.get(key) || []; }
 
+// STEP is the interval of the samples asked for, in seconds (the broker's).
+const STEP = 5;
+
+// rangeQuery is the query string that asks the API for the samples of the
+// chart range: lengths (queued messages) and message rates.
+export function rangeQuery() {
+  const age = Math.round(range() / 1000);
+  return `lengths_age=${age}&lengths_incr=${STEP}&msg_rates_age=${age}&msg_rates_incr=${STEP}`;
+}
+
+// fromSamples builds a chart history from the API's samples. defs maps
+// each series name to {details: [d, ...], rate}: the {name}_details
+// objects it sums, as values (queue lengths) or, with rate, as counters
+// whose change between two samples is the rate. It returns null when a
+// details object has no samples (the API kept none, or none yet).
+export function fromSamples(defs) {
+  const byName = {};
+  let times = null;
+  for (const [name, def] of Object.entries(defs)) {
+    const sum = new Map();
+    for (const d of def.details) {
+      if (!d || !Array.isArray(d.samples)) return null;
+      for (const s of d.samples) sum.set(s.timestamp, (sum.get(s.timestamp) || 0) + s.sample);
+    }
+    byName[name] = sum;
+    if (!times) times = [...sum.keys()].sort((a, b) => a - b);
+  }
+  const hist = [];
+  (times || []).forEach((t, i) => {
+    const v = {};
+    for (const [name, def] of Object.entries(defs)) {
+      const cur = byName[name].get(t) || 0;
+      if (!def.rate) { v[name] = cur; continue; }
+      if (i === 0) return;
+      const prev = byName[name].get(times[i - 1]) || 0;
+      v[name] = Math.max(0, (cur - prev) / ((t - times[i - 1]) / 1000));
+    }
+    if (Object.keys(v).length) hist.push({ t, v });
+  });
+  // None yet (an object younger than a step): the page samples it.
+  return hist.length ? hist : null;
+}
+
 const H = 150;
 
 const RANGES = [[60000, 'last minute'], [5 * 60000, 'last five minutes'], [10 * 60000, 'last ten minutes']];
@@ -33,7 +80,7 @@ export function range() {
 export function rangeSelect(onChange) {
   const sel = h('select', { 'aria-label': 'Chart range' }, RANGES.map(([ms, t]) => h('option', { value: ms, selected: ms === range() }, t)));
   sel.addEventListener('change', () => { sessionStorage.setItem('warren.range', sel.value); onChange(); });
-  return h('label', { class: 'range' }, 'Charts show the', sel, '(sampled by this page since it opened).');
+  return h('label', { class: 'range' }, 'Charts show the', sel);
 }
 
 export function rangeTitle() {
@@ -45,7 +92,9 @@ const PAD = { l: 48, r: 8, t: 10, b: 20 };
 // chart draws series [{name, label, color}] of the samples in hist, over
 // the window windowMs ending now; fmt formats the axis and the legend.
 export function chart(opts) {
-  const fig = h('figure', { class: 'chartbox' }, h('figcaption', null, opts.title), h('div', { class: 'chartrow' }, h('div', { class: 'plot' }), legend(opts)));
+  const fig = h('figure', { class: 'chartbox', dataset: { source: opts.local ? 'page' : 'broker' } },
+    h('figcaption', null, opts.title, opts.local ? h('span', { class: 'sub' }, 'sampled by this page since it opened') : null),
+    h('div', { class: 'chartrow' }, h('div', { class: 'plot' }), legend(opts)));
   fig.querySelector('.plot').append(plot(opts, 560));
   return fig;
 }

@@ -1,9 +1,14 @@
 // Connections: the list, and a connection's page with its client
 // properties, channels and a close form.
 
-import { h, appendTo, clear, fmtNum, section, facts, link, args, pill, fmtValue } from '../dom.js';
+import { h, appendTo, clear, fmtNum, fmtBytes, section, facts, link, args, pill, fmtValue } from '../dom.js';
 import { listView } from '../table.js';
 import { form } from '../forms.js';
+
+// byteRate is a {name}_details rate in bytes per second.
+function byteRate(d) {
+  return `${fmtBytes(Math.round((d && d.rate) || 0))}/s`;
+}
 
 function client(c) {
   const p = c.client_properties || {};
@@ -22,7 +27,8 @@ export async function connections(ctx) {
     { key: 'client', title: 'Client', sort: 'client_properties.product', render: client },
     { key: 'channels', title: 'Channels', cls: 'num', desc: true },
     { key: 'timeout', title: 'Heartbeat', cls: 'num', render: (c) => `${c.timeout}s` },
-    { key: 'peer_host', title: 'From', render: (c) => `${c.peer_host}:${c.peer_port}` },
+    { key: 'recv_oct_rate', sort: 'recv_oct_details.rate', title: 'From client', cls: 'num', desc: true, render: (c) => byteRate(c.recv_oct_details) },
+    { key: 'send_oct_rate', sort: 'send_oct_details.rate', title: 'To client', cls: 'num', desc: true, render: (c) => byteRate(c.send_oct_details) },
   ].filter(Boolean);
   const url = () => (state.vhost ? api.path('vhosts', state.vhost, 'connections') : '/api/connections');
   const list = listView({ id: 'connections', title: 'connections', url, columns: cols, sort: 'name' });
@@ -65,7 +71,14 @@ export async function connection(ctx) {
       facts([['Virtual host', c.vhost], ['Username', c.user], ['State', pill(c.state, 'green')], ['Protocol', c.protocol],
         ['Connected from', `${c.peer_host}:${c.peer_port}`], ['Connected to', `${c.host}:${c.port}`], ['TLS', tls]]),
       facts([['Heartbeat', `${c.timeout}s`], ['Frame max', `${fmtNum(c.frame_max)} bytes`], ['Channel limit', fmtNum(c.channel_max)],
-        ['Channels', fmtNum(c.channels)], ['Node', c.node], ['Connection name', (c.client_properties || {}).connection_name || '']])));
+        ['Channels', fmtNum(c.channels)], ['Node', c.node], ['Connection name', (c.client_properties || {}).connection_name || '']]),
+      facts([
+        ['From client', h('span', { 'data-field': 'recv_rate' }, byteRate(c.recv_oct_details))],
+        ['To client', h('span', { 'data-field': 'send_rate' }, byteRate(c.send_oct_details))],
+        ['Received', h('span', { 'data-field': 'recv_oct', title: `${fmtNum(c.recv_oct)} bytes in ${fmtNum(c.recv_cnt)} reads` }, fmtBytes(c.recv_oct))],
+        ['Sent', h('span', { 'data-field': 'send_oct', title: `${fmtNum(c.send_oct)} bytes in ${fmtNum(c.send_cnt)} writes` }, fmtBytes(c.send_oct))],
+        ['Pending send', fmtBytes(c.send_pend)],
+      ])));
     clear(propsEl, clientProps(c.client_properties || {}));
     clear(chansEl, chans.length === 0 ? h('p', { class: 'empty' }, '… no channels …') : h('div', { class: 'scroll' }, h('table', { class: 'list' },
       h('thead', null, h('tr', null, ['Channel', 'Mode', 'State', 'Prefetch', 'Unacked', 'Consumers'].map((t) => h('th', { scope: 'col' }, t)))),

@@ -2,7 +2,7 @@
 // and its listeners.
 
 import { h, appendTo, clear, fmtNum, fmtRate, fmtBytes, fmtDuration, rateOf, section, facts, pill } from '../dom.js';
-import { record, renderInto, rangeSelect, rangeTitle, history } from '../chart.js';
+import { record, renderInto, rangeSelect, rangeTitle, rangeQuery, fromSamples } from '../chart.js';
 
 export const rateAxis = (v) => `${+v.toFixed(2)}/s`;
 
@@ -22,6 +22,39 @@ export const QUEUED_SERIES = [
   { name: 'unacked', label: 'Unacked', color: 'c' },
   { name: 'total', label: 'Total', color: 'f' },
 ];
+
+// RATE_DETAILS are the message_stats counters each rate series sums.
+const RATE_DETAILS = {
+  publish: ['publish'], confirm: ['confirm'], deliver: ['deliver'], deliver_no_ack: ['deliver_no_ack'], ack: ['ack'],
+  redeliver: ['redeliver'], get: ['get', 'get_no_ack'], unroutable: ['return_unroutable', 'drop_unroutable'],
+};
+
+// rateHistory is the history of the rate series from the samples of
+// message_stats ms (null without samples).
+export function rateHistory(ms, names = RATE_DETAILS) {
+  const defs = {};
+  for (const [name, keys] of Object.entries(names)) defs[name] = { rate: true, details: keys.map((k) => ms && ms[`${k}_details`]) };
+  return fromSamples(defs);
+}
+
+// queuedHistory is the history of ready, unacked and total messages from
+// the samples of an object with the messages*_details of a queue or of
+// queue_totals (null without samples).
+export function queuedHistory(o) {
+  return fromSamples({
+    ready: { details: [o.messages_ready_details] },
+    unacked: { details: [o.messages_unacknowledged_details] },
+    total: { details: [o.messages_details] },
+  });
+}
+
+// withNow ends the broker's history hist (up to a step and a sample
+// behind) with the values of the answer itself, so that the line ends
+// where the page's numbers are.
+export function withNow(hist, now) {
+  if (hist) hist.push({ t: Math.max(Date.now(), hist[hist.length - 1].t + 1), v: now });
+  return hist;
+}
 
 export function rateSample(ms) {
   return {
@@ -48,19 +81,29 @@ export default async function overview(ctx) {
   appendTo(main,
     h('h1', null, 'Overview'),
     section('Totals', totalsEl),
-    rangeSelect(() => drawCharts()),
+    rangeSelect(() => refresh()),
     h('div', { class: 'charts' }, section('Queued messages', queuedEl), section('Message rates', ratesEl)),
     monitor ? section('Nodes', nodeEl) : null,
     section('Ports and contexts', listenersEl),
   );
 
-  function drawCharts() {
-    renderInto(queuedEl, { title: `Queued messages (${rangeTitle()})`, series: QUEUED_SERIES, hist: history('overview.queued') });
-    renderInto(ratesEl, { title: `Message rates (${rangeTitle()})`, series: RATE_SERIES, hist: history('overview.rates'), fmt: fmtRate, axis: rateAxis });
+  function drawCharts(o) {
+    const qt = o.queue_totals || {};
+    // The broker's samples; a restricted overview has none, and the page
+    // samples it itself.
+    const queuedNow = { ready: qt.messages_ready || 0, unacked: qt.messages_unacknowledged || 0, total: qt.messages || 0 };
+    const ratesNow = rateSample(o.message_stats);
+    let queued = withNow(queuedHistory(qt), queuedNow);
+    let rates = withNow(rateHistory(o.message_stats), ratesNow);
+    const local = !queued || !rates;
+    if (!queued) queued = record('overview.queued', queuedNow);
+    if (!rates) rates = record('overview.rates', ratesNow);
+    renderInto(queuedEl, { title: `Queued messages (${rangeTitle()})`, series: QUEUED_SERIES, hist: queued, local });
+    renderInto(ratesEl, { title: `Message rates (${rangeTitle()})`, series: RATE_SERIES, hist: rates, fmt: fmtRate, axis: rateAxis, local });
   }
 
   async function refresh() {
-    const [o, nodes] = await Promise.all([api.get('/api/overview'), monitor ? api.get('/api/nodes') : null]);
+    const [o, nodes] = await Promise.all([api.get(`/api/overview?${rangeQuery()}`), monitor ? api.get('/api/nodes') : null]);
     state.overview = o;
     const ot = o.object_totals || {};
     const qt = o.queue_totals || {};
@@ -77,9 +120,7 @@ export default async function overview(ctx) {
           total('Ready', qt.messages_ready, 'messages_ready'),
           total('Unacked', qt.messages_unacknowledged, 'messages_unacknowledged'),
           total('Total', qt.messages, 'messages'))));
-    record('overview.queued', { ready: qt.messages_ready || 0, unacked: qt.messages_unacknowledged || 0, total: qt.messages || 0 });
-    record('overview.rates', rateSample(o.message_stats));
-    drawCharts();
+    drawCharts(o);
     if (nodes) clear(nodeEl, nodeTable(nodes, o.product_version));
     clear(listenersEl, h('div', { class: 'scroll' }, h('table', { class: 'list' },
       h('thead', null, h('tr', null, ['Protocol', 'Bound to', 'Port'].map((t) => h('th', { scope: 'col' }, t)))),

@@ -3,9 +3,9 @@
 import { h, appendTo, clear, fmtNum, fmtRate, fmtBytes, rateOf, section, facts, link, args, pill, notify, fmtValue } from '../dom.js';
 import { listView } from '../table.js';
 import { form, QUEUE_ARGS, parseHeaders } from '../forms.js';
-import { record, renderInto, rangeSelect } from '../chart.js';
+import { record, renderInto, rangeSelect, rangeTitle, rangeQuery } from '../chart.js';
 import { listURL, vhostField, features, bindingTable, bindForm, deleteButton } from './common.js';
-import { QUEUED_SERIES, rateAxis } from './overview.js';
+import { QUEUED_SERIES, rateAxis, queuedHistory, rateHistory, withNow } from './overview.js';
 
 export async function queues(ctx) {
   const { main, state, api, navigate } = ctx;
@@ -124,7 +124,7 @@ export async function queue(ctx) {
   );
 
   async function refresh() {
-    const q = await api.get(url);
+    const q = await api.get(`${url}?${rangeQuery()}`);
     const ms = q.message_stats;
     clear(factsEl, h('div', { class: 'cols' },
       facts([
@@ -137,14 +137,21 @@ export async function queue(ctx) {
         ['Ready bytes', fmtBytes(q.message_bytes_ready)], ['Paged out', `${fmtNum(q.messages_paged_out)} (${fmtBytes(q.message_bytes_paged_out)})`],
         ['Memory', fmtBytes(q.memory)], ['Node', q.node],
       ])));
-    const qh = record(`${key}.queued`, { ready: q.messages_ready, unacked: q.messages_unacknowledged, total: q.messages });
-    const rh = record(`${key}.rates`, {
+    // The broker's samples (ten minutes of them), or, should it have none,
+    // the page's own.
+    const queuedNow = { ready: q.messages_ready, unacked: q.messages_unacknowledged, total: q.messages };
+    const ratesNow = {
       publish: rateOf(ms, 'publish'), deliver: rateOf(ms, 'deliver') + rateOf(ms, 'deliver_no_ack'),
       get: rateOf(ms, 'get') + rateOf(ms, 'get_no_ack'), ack: rateOf(ms, 'ack'), redeliver: rateOf(ms, 'redeliver'),
-    });
+    };
+    let qh = withNow(queuedHistory(q), queuedNow);
+    let rh = withNow(rateHistory(ms, { publish: ['publish'], deliver: ['deliver', 'deliver_no_ack'], get: ['get', 'get_no_ack'], ack: ['ack'], redeliver: ['redeliver'] }), ratesNow);
+    const local = !qh || !rh;
+    if (!qh) qh = record(`${key}.queued`, queuedNow);
+    if (!rh) rh = record(`${key}.rates`, ratesNow);
     if (!chartsEl.children.length) chartsEl.append(h('div'), h('div'));
-    renderInto(chartsEl.children[0], { title: 'Queued messages', series: QUEUED_SERIES, hist: qh });
-    renderInto(chartsEl.children[1], { title: 'Message rates', hist: rh, fmt: fmtRate, axis: rateAxis, series: [
+    renderInto(chartsEl.children[0], { title: `Queued messages (${rangeTitle()})`, series: QUEUED_SERIES, hist: qh, local });
+    renderInto(chartsEl.children[1], { title: `Message rates (${rangeTitle()})`, hist: rh, fmt: fmtRate, axis: rateAxis, local, series: [
         { name: 'publish', label: 'Publish', color: 'a' }, { name: 'deliver', label: 'Deliver', color: 'c' },
         { name: 'get', label: 'Get', color: 'g' }, { name: 'ack', label: 'Consumer ack', color: 'e' },
         { name: 'redeliver', label: 'Redelivered', color: 'f' }] });
