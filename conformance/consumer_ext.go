@@ -21,6 +21,26 @@ func extConsume(t T, ch *amqp.Channel, queue string, args amqp.Table) <-chan amq
 func init() {
 	register(
 		Case{
+			// x-priority takes any integer; anything else is a 406 that
+			// names the queue and the type it got, in RabbitMQ's words.
+			Name: "consumer/priority-argument-type",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clDeclareQueue(t, tg, ch, "prio-arg", nil)
+				for _, v := range []any{int64(1) << 40, int8(-3), int16(7)} {
+					if _, err := ch.Consume(q, clUniq("ok"), false, false, false, false, amqp.Table{"x-priority": v}); err != nil {
+						t.Fatalf("x-priority %T %v refused: %v", v, v, err)
+					}
+				}
+				_, err := ch.Consume(q, clUniq("bad"), false, false, false, false, amqp.Table{"x-priority": "high"})
+				ae := clExpectErr(t, conn, err, amqp.PreconditionFailed, clChanClose)
+				want := fmt.Sprintf("PRECONDITION_FAILED - invalid arg 'x-priority' for queue '%s' in vhost '/': \"expected integer, got longstr\"", q)
+				if ae.Reason != want {
+					t.Fatalf("reply text %q, want %q", ae.Reason, want)
+				}
+			},
+		},
+		Case{
 			// A higher-priority consumer gets messages while it has credit;
 			// a lower one only when it has none.
 			Name: "consumer/priority-higher-first",

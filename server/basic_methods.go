@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math"
 	"strings"
 
 	"github.com/warrenmq/warren/ack"
@@ -55,7 +56,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	}
 	credit := ch.credit.NewConsumer()
 	ch.mu.Unlock()
-	prio, err := consumerPriority(m.Arguments)
+	prio, err := consumerPriority(m.Arguments, name, ch.c.vhost.name)
 	if err != nil && !isReply {
 		return err
 	}
@@ -377,27 +378,17 @@ func (ch *channel) checkUserID(p *publishing) error {
 		"user_id property set to '%s' but authenticated user was '%s'", uid, ch.c.user)
 }
 
-// consumerPriority reads the x-priority consume argument.
-func consumerPriority(args amqp.Table) (int, error) {
+// consumerPriority reads the x-priority consume argument: any integer, as
+// RabbitMQ takes it (beyond the int range it is clamped).
+func consumerPriority(args amqp.Table, q, vhost string) (int, error) {
 	v, ok := args["x-priority"]
 	if !ok {
 		return 0, nil
 	}
-	switch n := v.(type) {
-	case int8:
-		return int(n), nil
-	case uint8:
-		return int(n), nil
-	case int16:
-		return int(n), nil
-	case uint16:
-		return int(n), nil
-	case int32:
-		return int(n), nil
-	case uint32:
-		return int(n), nil
-	case int64:
-		return int(n), nil
+	n, ok := queue.IntValue(v)
+	if !ok {
+		return 0, amqp.Errorf(amqp.PreconditionFailed, 0, 0,
+			"invalid arg 'x-priority' for queue '%s' in vhost '%s': \"expected integer, got %s\"", q, vhost, amqp.FieldTypeName(v))
 	}
-	return 0, amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-priority' of type '%T'", v)
+	return int(max(min(n, math.MaxInt32), math.MinInt32)), nil
 }
