@@ -180,6 +180,7 @@ func (v *vhost) deleteQueue(q *queue.Queue, ifUnused, ifEmpty bool) (int, error)
 	if v.queues[q.Name] == q {
 		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: q.Name})
 		delete(v.queues, q.Name)
+		v.srv.churn.queueDeleted.Add(1)
 		if q.ID != 0 {
 			v.logStoreErr(v.store.DeleteQueue(v.name, q.Name, q.ID))
 		}
