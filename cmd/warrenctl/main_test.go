@@ -247,6 +247,11 @@ func TestRabbitmqctlCommands(t *testing.T) {
 		t.Errorf("list_policies: %q", out)
 	}
 	ctl(t, base, "clear_policy", "lim")
+	// A refused policy reads as rabbitmqctl prints it, not HTML-escaped.
+	if _, err := ctlErr(base, "", "set_policy", "bad", "^rq$", `{"nosuch":1}`); err == nil ||
+		!strings.HasPrefix(err.Error(), "400 bad_request: Validation failed\n\n[{<<\"nosuch\">>,1}] are not recognised policy settings\nWarren applies ") {
+		t.Errorf("set_policy with an unknown key: %v", err)
+	}
 	if out := ctl(t, base, "purge_queue", "rq"); out != "Purging queue 'rq' in vhost '/' ...\n" {
 		t.Errorf("purge_queue: %q", out)
 	}
