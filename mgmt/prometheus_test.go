@@ -373,3 +373,37 @@ func TestOverviewDashboardMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvironmentEndpoint: /api/nodes/{node}/environment shows the
+// settings, typed, to administrators only, passwords hidden.
+func TestEnvironmentEndpoint(t *testing.T) {
+	e := startWith(t, mgmt.Options{Environment: []mgmt.Setting{
+		{Name: "frame-max", Value: "65536", Origin: "warren.conf:1 (frame_max)"},
+		{Name: "default-pass", Value: "s3cret", Origin: "default", Secret: true},
+		{Name: "vm-memory-high-watermark", Value: "0.4", Origin: "default"},
+		{Name: "listen", Value: "0.0.0.0:5672", Origin: "default"},
+	}})
+	var got []map[string]any
+	e.getJSON("/api/nodes/"+e.broker.NodeName()+"/environment", &got)
+	want := []map[string]any{
+		{"name": "frame-max", "key": "frame_max", "value": 65536.0, "origin": "warren.conf:1 (frame_max)"},
+		{"name": "default-pass", "key": "default_pass", "value": "********", "origin": "default"},
+		{"name": "vm-memory-high-watermark", "key": "vm_memory_high_watermark", "value": 0.4, "origin": "default"},
+		{"name": "listen", "key": "listen", "value": "0.0.0.0:5672", "origin": "default"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("environment = %v", got)
+	}
+	for i := range want {
+		for k, v := range want[i] {
+			if got[i][k] != v {
+				t.Errorf("setting %d %s = %v, want %v", i, k, got[i][k], v)
+			}
+		}
+	}
+	e.expect("GET", "/api/nodes/nosuch@host/environment", nil, 404)
+	e.expect("PUT", "/api/users/mon", map[string]any{"password": "pw", "tags": "monitoring"}, 201)
+	if code, _ := e.doAs("mon", "pw", "GET", "/api/nodes/"+e.broker.NodeName()+"/environment", nil); code != 401 {
+		t.Errorf("a monitoring user reads the environment: %d, want 401", code)
+	}
+}

@@ -45,6 +45,10 @@ type Options struct {
 	// channels, connections) /metrics/per-object and /metrics/detailed
 	// report (default 10000).
 	PerObjectMetricsLimit int
+	// Environment is the broker's effective configuration, served to
+	// administrators at /api/nodes/{node}/environment (warrenctl
+	// environment); nil serves an empty list.
+	Environment []Setting
 	// PrometheusListen is the Prometheus listener's address, as
 	// rabbitmq_prometheus's (":15692"); "" for none. Its endpoints need no
 	// authentication (prometheus.go).

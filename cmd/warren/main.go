@@ -237,7 +237,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if s.mgmtListen != "" || s.promListen != "" {
 		// A taken port (another broker's management or Prometheus plugin,
 		// say) leaves the broker running without that listener.
-		mg := mgmt.New(srv, mgmt.Options{Listen: s.mgmtListen, PrometheusListen: s.promListen, Log: &log, MaxBodySize: int64(s.mgmtMaxBody)})
+		mg := mgmt.New(srv, mgmt.Options{
+			Listen: s.mgmtListen, PrometheusListen: s.promListen, Log: &log, MaxBodySize: int64(s.mgmtMaxBody),
+			Environment: environment(fs, from),
+		})
 		if s.mgmtListen != "" {
 			if err := mg.Listen(); err != nil {
 				log.Error().Err(err).Msg("management API not started (--mgmt-listen)")

@@ -400,3 +400,42 @@ func TestPackagingUnit(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestEnvironmentOrigins: the settings served to warrenctl environment say
+// where each value came from, and hide the password.
+func TestEnvironmentOrigins(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "warren.conf")
+	if err := os.WriteFile(p, []byte("frame_max = 65536\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WARREN_CHANNEL_MAX", "200")
+	s := &settings{}
+	fs := newFlags(s)
+	if err := fs.Parse([]string{"--heartbeat", "45", "--config", p, "--default-pass", "s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	from := origins{}
+	if err := applyEnvAndFile(fs, s.config, from); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]string{}
+	for _, st := range environment(fs, from) {
+		got[st.Name] = [2]string{st.Value, st.Origin}
+		if st.Name == "default-pass" && !st.Secret {
+			t.Error("default-pass is not secret")
+		}
+		if st.Name == "version" || st.Name == "man-page" {
+			t.Errorf("%s listed as a setting", st.Name)
+		}
+	}
+	for name, want := range map[string][2]string{
+		"heartbeat":   {"45s", "command line"},
+		"channel-max": {"200", "WARREN_CHANNEL_MAX"},
+		"frame-max":   {"65536", p + ":1 (frame_max)"},
+		"listen":      {"0.0.0.0:5672", "default"},
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+}
