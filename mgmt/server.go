@@ -2,8 +2,9 @@
 // management plugin that operators and tools use most (/api/overview,
 // /api/queues, /api/exchanges, /api/bindings, /api/connections,
 // /api/definitions, ...), with RabbitMQ's JSON field names, plus Prometheus
-// metrics at /metrics. It reads and drives the broker only through the admin
-// API of package server (server/admin.go).
+// metrics at /metrics, and on a listener of their own as rabbitmq_prometheus
+// serves them (prometheus.go). It reads and drives the broker only through
+// the admin API of package server (server/admin.go).
 package mgmt
 
 import (
