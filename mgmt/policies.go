@@ -78,9 +78,11 @@ func setPolicy(broker *server.Server, vhost string, p policyJSON) error {
 	if p.Definition == nil {
 		return badRequest("[{error,{key_missing,definition}}]")
 	}
-	return applyPolicy(broker, vhost, server.PolicyRequest{
-		Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: int64(p.Priority), Definition: def,
-	})
+	r := server.PolicyRequest{Name: p.Name, Pattern: p.Pattern, Priority: int64(p.Priority), Definition: def}
+	if p.ApplyTo != "" {
+		r.ApplyTo = p.ApplyTo
+	}
+	return applyPolicy(broker, vhost, r)
 }
 
 // applyPolicy validates r as RabbitMQ does and sets it. A refusal is 400

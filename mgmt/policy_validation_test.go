@@ -176,3 +176,20 @@ func TestPolicyDeliveryLimit(t *testing.T) {
 		t.Fatalf("the classic queue's message: %+v %v", qi, err)
 	}
 }
+
+// TestPolicyImport: a definitions import checks its policies as a PUT
+// does; one without apply-to applies to all, and RabbitMQ's mirroring
+// settings import (without effect).
+func TestPolicyImport(t *testing.T) {
+	e := start(t)
+	defs := func(def map[string]any) map[string]any {
+		return map[string]any{"policies": []any{map[string]any{"vhost": "/", "name": "imp", "pattern": "^imp\\.", "definition": def}}}
+	}
+	body := e.expect("POST", "/api/definitions", defs(map[string]any{"max-lenght": 5}), 400)
+	errorIs(t, body, "bad_request", "Validation failed\n\n[{&lt;&lt;\"max-lenght\"&gt;&gt;,5}] are not recognised policy settings\n"+warrenKeys)
+	e.expect("POST", "/api/definitions", defs(map[string]any{"ha-mode": "all", "max-length": 5}), 204)
+	ps := e.broker.Policies("/")
+	if len(ps) != 1 || ps[0].ApplyTo != "all" || ps[0].Definition["ha-mode"] != "all" {
+		t.Fatalf("imported policies: %+v", ps)
+	}
+}
