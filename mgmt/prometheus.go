@@ -138,7 +138,9 @@ func (c *promCollector) Collect(ch chan<- prometheus.Metric) {
 		e.totals()
 		e.global()
 	}
-	if c.endpoint == promPerObject {
+	// Always on per-object; on detailed only when some were left out, so
+	// that a scrape of the identity alone stays RabbitMQ's.
+	if c.endpoint == promPerObject || e.truncated {
 		e.gauge("warren_metrics_per_object_truncated", "1 when objects were left out of this scrape (more than the per-object limit of a kind)", nil, b2f(e.truncated))
 	}
 	e.identity()

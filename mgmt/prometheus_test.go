@@ -407,3 +407,22 @@ func TestEnvironmentEndpoint(t *testing.T) {
 		t.Errorf("a monitoring user reads the environment: %d, want 401", code)
 	}
 }
+
+// TestPrometheusPerObjectLimit: per object, at most the limit of each
+// kind, and the scrape says it was cut.
+func TestPrometheusPerObjectLimit(t *testing.T) {
+	e := startWith(t, mgmt.Options{PrometheusListen: "127.0.0.1:0", PerObjectMetricsLimit: 1})
+	prom := "http://" + e.m.PrometheusAddr().String()
+	e.expect("PUT", "/api/queues/%2F/lim.a", map[string]any{}, 201)
+	e.expect("PUT", "/api/queues/%2F/lim.b", map[string]any{}, 201)
+	for _, path := range []string{"/metrics/per-object", "/metrics/detailed?family=queue_coarse_metrics"} {
+		_, body := scrape(t, prom+path)
+		if n := strings.Count(body, "queue_messages_ready{"); n != 1 || !strings.Contains(body, "warren_metrics_per_object_truncated 1") {
+			t.Errorf("%s with a limit of 1 and 2 queues: %d series\n%s", path, n, body)
+		}
+	}
+	// Aggregated, every queue counts.
+	if _, body := scrape(t, prom+"/metrics"); !strings.Contains(body, "rabbitmq_queues 2\n") || strings.Contains(body, "truncated") {
+		t.Errorf("aggregated with a per-object limit:\n%s", body)
+	}
+}
