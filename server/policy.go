@@ -101,15 +101,11 @@ func (s *Server) Policies(vhost string) []Policy {
 	return out
 }
 
-// compilePolicy checks p (policy_validate.go; strict for a new policy,
-// lenient for a stored one) and compiles its pattern.
+// compilePolicy checks p's definition (policy_validate.go; keys strictly
+// for a new policy, leniently for a stored one; a whole float64 is an
+// integer, as a Go caller or the store gives it) and compiles its pattern.
 func compilePolicy(p Policy, strict bool) (policyEntry, error) {
-	if strict {
-		if _, err := CheckPolicy(PolicyRequest{Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
-			Priority: int64(p.Priority), Definition: p.Definition}); err != nil {
-			return policyEntry{}, err
-		}
-	} else if lines := checkDefinition(p.Definition, false); len(lines) > 0 {
+	if lines := checkDefinition(p.Definition, strict, true); len(lines) > 0 {
 		return policyEntry{}, &PolicyError{Lines: lines}
 	}
 	switch p.ApplyTo {

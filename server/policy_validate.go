@@ -75,7 +75,7 @@ type JSONNull struct{}
 func CheckPolicy(r PolicyRequest) (Policy, error) {
 	p := Policy{Name: r.Name, ApplyTo: "all", Definition: r.Definition}
 	var lines []string
-	lines = append(lines, checkDefinition(r.Definition, true)...)
+	lines = append(lines, checkDefinition(r.Definition, true, false)...)
 	switch a := r.ApplyTo.(type) {
 	case nil:
 	case string:
@@ -113,11 +113,14 @@ func CheckPolicy(r PolicyRequest) (Policy, error) {
 	return p, nil
 }
 
-// checkDefinition validates a definition. Strict is the check of a new
-// policy; a stored one is checked leniently (unknown keys ignored, whole
-// numbers as float64 taken), so that a policy stored by an older Warren
-// still loads.
-func checkDefinition(def map[string]any, strict bool) []string {
+// checkDefinition validates a definition. With strictKeys (a new policy)
+// unknown keys are refused; without (a stored one, so that a policy stored
+// by an older Warren still loads) they are ignored. With wholeFloats a
+// float64 without a fraction counts as an integer (a Go caller's or the
+// store's numbers); without, only int64 does, as RabbitMQ tells a JSON
+// 2.0 from a 2.
+func checkDefinition(def map[string]any, strictKeys, wholeFloats bool) []string {
+	strict := strictKeys
 	if len(def) == 0 {
 		return []string{"no policy provided"}
 	}
@@ -129,7 +132,7 @@ func checkDefinition(def map[string]any, strict bool) []string {
 	var unknown, notApplied []string
 	for _, k := range keys {
 		v := def[k]
-		if !strict {
+		if wholeFloats {
 			if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 				v = int64(f)
 			}
