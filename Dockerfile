@@ -3,7 +3,7 @@
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always) \
 #     --build-arg COMMIT=$(git rev-parse HEAD) -t warren .
-#   docker run -p 5672:5672 -p 15672:15672 -v warren-data:/var/lib/warren warren
+#   docker run -p 5672:5672 -p 15672:15672 -p 15692:15692 -v warren-data:/var/lib/warren warren
 #
 # Settings are WARREN_* variables (docker run -e WARREN_DEFAULT_USER=...)
 # or a config file mounted and named by WARREN_CONFIG.
@@ -29,7 +29,7 @@ USER 65532:65532
 ENV WARREN_DATA_DIR=/var/lib/warren \
     WARREN_LOG_FORMAT=json
 VOLUME ["/var/lib/warren"]
-EXPOSE 5672 5671 15672
+EXPOSE 5672 5671 15672 15692
 # The management API's listener check, as guest from loopback; with another
 # default user set WARRENCTL_USER and WARRENCTL_PASSWORD as well.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

@@ -75,7 +75,7 @@ start_warren() {
 		log "port $WARREN_PORT is already taken; stop that broker or pass WARREN_PID/WARREN_URL"
 		exit 1
 	fi
-	"$SRC/warren" --listen 127.0.0.1:"$WARREN_PORT" --data-dir "$dd" --log-level warn >>"$OUT/warren.log" 2>&1 &
+	"$SRC/warren" --listen 127.0.0.1:"$WARREN_PORT" --prometheus-listen off --data-dir "$dd" --log-level warn >>"$OUT/warren.log" 2>&1 &
 	WARREN_PID=$!
 	STARTED_WARREN=$WARREN_PID
 	sleep 1

@@ -31,6 +31,7 @@ func (s *Server) apiRoutes() []route {
 		heavy(r(get, "overview", s.getOverview)),
 		monitor(r(get, "nodes", s.getNodes)),
 		monitor(r(get, "nodes/{node}", s.getNode)),
+		admin(r(get, "nodes/{node}/environment", s.getEnvironment)),
 		vhostNames(heavy(r(get, "vhosts", s.getVHosts))),
 		heavy(admin(r(get, "vhosts/{vhost}", s.getVHost))),
 		admin(ownVHost(r(put, "vhosts/{vhost}", s.putVHost))),

@@ -49,6 +49,9 @@ func startBroker(t *testing.T, cfg server.Config, opts mgmt.Options, bopts ...se
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.ListenPrometheus(); err != nil { // when opts.PrometheusListen is set
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Serve(ctx) }()
@@ -420,8 +423,8 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("/metrics/per-object: %d %s", code, per)
 	}
 	for _, want := range []string{
-		`rabbitmq_detailed_queue_messages_ready{queue="m.q",vhost="/"} 1`,
-		`rabbitmq_detailed_queue_consumers{queue="m.q",vhost="/"} 0`,
+		`rabbitmq_queue_messages_ready{queue="m.q",vhost="/"} 1`,
+		`rabbitmq_queue_consumers{queue="m.q",vhost="/"} 0`,
 		"warren_metrics_per_object_truncated 0",
 	} {
 		if !strings.Contains(string(per), want) {

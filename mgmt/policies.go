@@ -1,7 +1,10 @@
 package mgmt
 
 import (
+	"errors"
+	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/warrenmq/warren/server"
 )
@@ -62,9 +65,8 @@ func (s *Server) getPolicy(q *request) error {
 	return notFound()
 }
 
-// setPolicy creates or replaces a policy from its JSON form.
-func (s *Server) setPolicy(vhost string, p policyJSON) error { return setPolicy(s.broker, vhost, p) }
-
+// setPolicy creates or replaces a policy from its JSON form (a
+// definitions import's).
 func setPolicy(broker *server.Server, vhost string, p policyJSON) error {
 	def, err := tableFromJSON(p.Definition)
 	if err != nil {
@@ -73,16 +75,83 @@ func setPolicy(broker *server.Server, vhost string, p policyJSON) error {
 	if p.Pattern == "" {
 		return badRequest("[{error,{key_missing,pattern}}]")
 	}
-	if len(def) == 0 {
+	if p.Definition == nil {
 		return badRequest("[{error,{key_missing,definition}}]")
 	}
-	err = broker.SetPolicy(vhost, server.Policy{
-		Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: def,
-	})
+	r := server.PolicyRequest{Name: p.Name, Pattern: p.Pattern, Priority: int64(p.Priority), Definition: def}
+	if p.ApplyTo != "" {
+		r.ApplyTo = p.ApplyTo
+	}
+	return applyPolicy(broker, vhost, r)
+}
+
+// applyPolicy validates r as RabbitMQ does and sets it. A refusal is 400
+// with RabbitMQ's reason: "Validation failed", a blank line, one line per
+// error, with the HTML tag characters escaped as RabbitMQ's management
+// plugin escapes them (so <<"x">> reads &lt;&lt;"x"&gt;&gt;).
+func applyPolicy(broker *server.Server, vhost string, r server.PolicyRequest) error {
+	p, err := server.CheckPolicy(r)
+	if err == nil {
+		err = broker.SetPolicy(vhost, p)
+	}
+	var pe *server.PolicyError
+	if errors.As(err, &pe) {
+		reason := "Validation failed\n\n" + strings.Join(pe.Lines, "\n") + "\n"
+		return &httpError{http.StatusBadRequest, "bad_request", htmlEscaper.Replace(reason), nil}
+	}
 	if err != nil {
 		return badRequest("%v", err)
 	}
 	return nil
+}
+
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// policyBody reads a PUT /api/policies body as RabbitMQ does: pattern and
+// definition must be there; priority and apply-to are optional; every
+// value's type is checked by validation, with RabbitMQ's messages.
+func policyBody(q *request, name string) (server.PolicyRequest, error) {
+	var body map[string]any
+	if err := q.decode(&body); err != nil {
+		return server.PolicyRequest{}, err
+	}
+	for _, k := range []string{"pattern", "definition"} {
+		if _, ok := body[k]; !ok {
+			return server.PolicyRequest{}, badRequest("[{error,{key_missing,%s}}]", k)
+		}
+	}
+	r := server.PolicyRequest{Name: name, Pattern: body["pattern"]}
+	// A null sent is not a key left out: RabbitMQ checks it, and refuses it.
+	sent := func(k string) (any, error) {
+		v, ok := body[k]
+		if ok && v == nil {
+			return server.JSONNull{}, nil
+		}
+		return valueFromJSON(v)
+	}
+	var err error
+	if r.ApplyTo, err = sent("apply-to"); err != nil {
+		return r, badRequest("apply-to: %v", err)
+	}
+	if r.Priority, err = sent("priority"); err != nil {
+		return r, badRequest("priority: %v", err)
+	}
+	if r.Pattern, err = sent("pattern"); err != nil {
+		return r, badRequest("pattern: %v", err)
+	}
+	def, ok := body["definition"].(map[string]any)
+	if !ok {
+		v, _ := valueFromJSON(body["definition"])
+		return r, &httpError{http.StatusBadRequest, "bad_request",
+			htmlEscaper.Replace("Validation failed\n\ndefinition must be a dictionary: " + server.ErlangTerm(v) + "\n"), nil}
+	}
+	if r.Definition, err = tableFromJSON(def); err != nil {
+		return r, badRequest("definition: %v", err)
+	}
+	if r.Definition == nil {
+		r.Definition = map[string]any{}
+	}
+	return r, nil
 }
 
 func (s *Server) putPolicy(q *request) error {
@@ -94,12 +163,11 @@ func (s *Server) putPolicy(q *request) error {
 	if err != nil {
 		return err
 	}
-	var p policyJSON
-	if err := q.decode(&p); err != nil {
+	r, err := policyBody(q, name)
+	if err != nil {
 		return err
 	}
-	p.Name = name
-	if err := s.setPolicy(vhost, p); err != nil {
+	if err := applyPolicy(s.broker, vhost, r); err != nil {
 		return err
 	}
 	for _, e := range existing {

@@ -2,8 +2,9 @@
 // management plugin that operators and tools use most (/api/overview,
 // /api/queues, /api/exchanges, /api/bindings, /api/connections,
 // /api/definitions, ...), with RabbitMQ's JSON field names, plus Prometheus
-// metrics at /metrics. It reads and drives the broker only through the admin
-// API of package server (server/admin.go).
+// metrics at /metrics, and on a listener of their own as rabbitmq_prometheus
+// serves them (prometheus.go). It reads and drives the broker only through
+// the admin API of package server (server/admin.go).
 package mgmt
 
 import (
@@ -16,9 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
@@ -45,9 +43,18 @@ type Options struct {
 	// then get 503.
 	MaxHeavyRequests int
 	HeavyWait        time.Duration
-	// PerObjectMetricsLimit bounds the queues /metrics/per-object reports
-	// (default 10000).
+	// PerObjectMetricsLimit bounds the objects of each kind (queues,
+	// channels, connections) /metrics/per-object and /metrics/detailed
+	// report (default 10000).
 	PerObjectMetricsLimit int
+	// Environment is the broker's effective configuration, served to
+	// administrators at /api/nodes/{node}/environment (warrenctl
+	// environment); nil serves an empty list.
+	Environment []Setting
+	// PrometheusListen is the Prometheus listener's address, as
+	// rabbitmq_prometheus's (":15692"); "" for none. Its endpoints need no
+	// authentication (prometheus.go).
+	PrometheusListen string
 }
 
 // DefaultOptions are the options a zero field of Options stands for: New
@@ -66,17 +73,18 @@ func DefaultOptions() Options {
 
 // Server is the management HTTP server of one broker.
 type Server struct {
-	broker    *server.Server
-	opts      Options
-	log       zerolog.Logger
-	ln        net.Listener
-	http      *http.Server
-	routes    []route
-	metrics   http.Handler // aggregated, without authentication
-	perObject http.Handler // per queue, bounded, for monitoring users
-	sampler   *sampler
-	heavy     chan struct{} // a token per heavy request in progress
-	scrapes   chan struct{} // a token per unauthenticated /metrics scrape in progress
+	broker   *server.Server
+	opts     Options
+	log      zerolog.Logger
+	ln       net.Listener
+	http     *http.Server
+	routes   []route
+	prom     promHandlers // /metrics and /metrics/per-object (prometheus.go)
+	promLn   net.Listener // the Prometheus listener, or nil
+	promHTTP *http.Server
+	sampler  *sampler
+	heavy    chan struct{} // a token per heavy request in progress
+	scrapes  chan struct{} // a token per unauthenticated /metrics scrape in progress
 }
 
 // New returns a management server for broker; Listen opens its socket.
@@ -107,26 +115,21 @@ func New(broker *server.Server, opts Options) *Server {
 		s.log = zerolog.Nop()
 	}
 	s.routes = append(s.apiRoutes(), s.healthRoutes()...)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCollector(broker, s.sampler),
-	)
-	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	perObject := prometheus.NewRegistry()
-	perObject.MustRegister(newQueueCollector(broker, opts.PerObjectMetricsLimit))
-	s.perObject = promhttp.HandlerFor(perObject, promhttp.HandlerOpts{})
+	s.prom = s.newPromHandlers()
 	// A client may not hold a connection (and, for a heavy request, one
 	// of the few turns) for ever by sending or reading slowly.
-	s.http = &http.Server{
-		Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+	newHTTP := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+		}
 	}
+	s.http = newHTTP(s)
+	s.promHTTP = newHTTP(s.PrometheusHandler())
 	return s
 }
 
-// Listen opens the HTTP listener.
+// Listen opens the management API's HTTP listener.
 func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.opts.Listen)
 	if err != nil {
@@ -136,18 +139,57 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-// Addr is the listener's address, once Listen has returned.
+// ListenPrometheus opens the Prometheus listener, when
+// Options.PrometheusListen is set. Serve serves it, with or without the
+// management listener.
+func (s *Server) ListenPrometheus() error {
+	if s.opts.PrometheusListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.opts.PrometheusListen)
+	if err != nil {
+		return err
+	}
+	s.promLn = ln
+	return nil
+}
+
+// Addr is the management listener's address, once Listen has returned.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Serve answers requests until ctx is done, then shuts the HTTP server down
-// (in-flight requests get five seconds).
+// PrometheusAddr is the Prometheus listener's address, or nil when it is
+// not open.
+func (s *Server) PrometheusAddr() net.Addr {
+	if s.promLn == nil {
+		return nil
+	}
+	return s.promLn.Addr()
+}
+
+// Serve answers requests until ctx is done, then shuts the HTTP servers
+// down (in-flight requests get five seconds). It opens the management
+// listener if Listen has not (and Options.Listen is set); the Prometheus
+// listener is served when ListenPrometheus opened it. With neither, it
+// only samples the message rates until ctx is done.
 func (s *Server) Serve(ctx context.Context) error {
-	if s.ln == nil {
+	if s.ln == nil && s.opts.Listen != "" {
 		if err := s.Listen(); err != nil {
 			return err
 		}
 	}
-	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("management API listening")
+	promDone := make(chan struct{})
+	if s.promLn != nil {
+		s.log.Info().Str("listen", s.promLn.Addr().String()).Msg("Prometheus metrics listening")
+		go func() {
+			defer close(promDone)
+			if err := s.promHTTP.Serve(s.promLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error().Err(err).Msg("Prometheus listener stopped")
+			}
+		}()
+	} else {
+		close(promDone)
+	}
+	defer func() { <-promDone }()
 	stopped := make(chan struct{})
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
@@ -161,8 +203,14 @@ func (s *Server) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		s.promHTTP.Shutdown(sctx)
 		s.http.Shutdown(sctx)
 	}()
+	if s.ln == nil {
+		<-stopped
+		return nil
+	}
+	s.log.Info().Str("listen", s.ln.Addr().String()).Msg("management API listening")
 	err := s.http.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		<-stopped
@@ -172,23 +220,27 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // ServeHTTP routes a request: /metrics and the web UI's files (ui.go)
-// without authentication, /api/... and /metrics/per-object with HTTP basic
+// without authentication, /api/..., /metrics/per-object and
+// /metrics/detailed with HTTP basic
 // authentication against the broker's users, after the checks of
 // guard.go.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	switch {
 	case path == "/metrics":
-		s.serveMetrics(w, r, s.metrics, s.scrapes)
+		s.servePrometheus(w, r, path, s.scrapes)
 		return
-	case path == "/metrics/per-object":
+	case path == "/metrics/per-object" || path == "/metrics/detailed":
+		// The management listener names objects to monitoring users only;
+		// the Prometheus listener (PrometheusHandler) serves them to all,
+		// as RabbitMQ's does.
 		if u, ok := s.authenticate(w, r); !ok {
 			return
 		} else if !isMonitor(u) {
 			writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitor user")
 			return
 		}
-		s.serveMetrics(w, r, s.perObject, s.heavy)
+		s.servePrometheus(w, r, path, s.heavy)
 		return
 	case isUIPath(path):
 		serveUI(w, r)

@@ -38,7 +38,7 @@ else
 	(cd "$root" && go build -o "$tmp/warren" ./cmd/warren)
 fi
 
-"$tmp/warren" --listen 127.0.0.1:$amqp_port --mgmt-listen 127.0.0.1:$mgmt_port \
+"$tmp/warren" --listen 127.0.0.1:$amqp_port --mgmt-listen 127.0.0.1:$mgmt_port --prometheus-listen off \
 	--data-dir "$tmp/data" --log-level warn ${WARREN_FLAGS:-} 2>"$tmp/log" &
 pid=$!
 base=http://127.0.0.1:$mgmt_port

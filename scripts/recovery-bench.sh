@@ -14,7 +14,7 @@ go build -o /tmp/warren-backlog-rb ./cmd/warren-backlog
 go build -o /tmp/warren-firstmsg ./scripts/firstmsg
 URL="amqp://guest:guest@127.0.0.1:$PORT/"
 
-/tmp/warren-rb --listen 127.0.0.1:$PORT --mgmt-listen off --data-dir "$DATA" --log-level warn &
+/tmp/warren-rb --listen 127.0.0.1:$PORT --mgmt-listen off --prometheus-listen off --data-dir "$DATA" --log-level warn &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$DATA"' EXIT
 until (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; do sleep 0.1; done
@@ -22,7 +22,7 @@ until (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; do sleep 0.1; done
 kill -9 $pid; wait $pid 2>/dev/null || true
 
 start=$(date +%s.%N)
-/tmp/warren-rb --listen 127.0.0.1:$PORT --mgmt-listen off --data-dir "$DATA" --log-level warn &
+/tmp/warren-rb --listen 127.0.0.1:$PORT --mgmt-listen off --prometheus-listen off --data-dir "$DATA" --log-level warn &
 pid=$!
 until (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; do sleep 0.01; done
 accept=$(date +%s.%N)

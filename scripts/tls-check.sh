@@ -56,7 +56,7 @@ fi
     -extfile client.ext -out client.pem
 ) >"$dir/openssl.log" 2>&1 || { cat "$dir/openssl.log" >&2; fail "making certificates"; }
 
-"$WARREN_BIN" --listen "127.0.0.1:$AMQP_PORT" --mgmt-listen "127.0.0.1:$MGMT_PORT" \
+"$WARREN_BIN" --listen "127.0.0.1:$AMQP_PORT" --mgmt-listen "127.0.0.1:$MGMT_PORT" --prometheus-listen off \
   --tls-listen "127.0.0.1:$TLS_PORT" --tls-cert "$dir/server.pem" --tls-key "$dir/server.key" \
   --tls-ca "$dir/ca.pem" --data-dir "$dir/data" --log-level debug >"$dir/warren.log" 2>&1 &
 pid=$!

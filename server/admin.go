@@ -83,6 +83,9 @@ func (s *Server) ListenAddr() string {
 // DataDir is the directory of the durable store.
 func (s *Server) DataDir() string { return s.cfg.DataDir }
 
+// MaxConnections is the configured cap on client connections (0: none).
+func (s *Server) MaxConnections() int { return s.cfg.MaxConnections }
+
 // FrameMax is the configured largest frame.
 func (s *Server) FrameMax() uint32 { return s.cfg.FrameMax }
 

@@ -14,8 +14,11 @@ import (
 
 // Policies are RabbitMQ's operator-side way to set queue limits: a policy
 // names a regular expression of queue names, what it applies to, a
-// priority and a definition. The matching policy with the highest priority
-// applies. For message-ttl, expires, max-length and max-length-bytes the
+// priority and a definition, validated as RabbitMQ validates them
+// (policy_validate.go). The matching policy with the highest priority
+// applies (between equal priorities, the first name in byte order); one
+// that applies to exchanges only never applies to a queue. For
+// delivery-limit (quorum queues only) too the lower value wins. For message-ttl, expires, max-length and max-length-bytes the
 // lower of the policy's value and the queue's own argument wins; for
 // overflow, dead-letter-exchange and dead-letter-routing-key the queue's
 // argument wins over the policy.
@@ -46,7 +49,7 @@ func (s *Server) SetPolicy(vhost string, p Policy) error {
 	if p.ApplyTo == "" {
 		p.ApplyTo = "all"
 	}
-	e, err := compilePolicy(p)
+	e, err := compilePolicy(p, true)
 	if err != nil {
 		return err
 	}
@@ -98,7 +101,13 @@ func (s *Server) Policies(vhost string) []Policy {
 	return out
 }
 
-func compilePolicy(p Policy) (policyEntry, error) {
+// compilePolicy checks p's definition (policy_validate.go; keys strictly
+// for a new policy, leniently for a stored one; a whole float64 is an
+// integer, as a Go caller or the store gives it) and compiles its pattern.
+func compilePolicy(p Policy, strict bool) (policyEntry, error) {
+	if lines := checkDefinition(p.Definition, strict, true); len(lines) > 0 {
+		return policyEntry{}, &PolicyError{Lines: lines}
+	}
 	switch p.ApplyTo {
 	case "queues", "exchanges", "all":
 	default:
@@ -160,7 +169,7 @@ func (v *vhost) loadPolicies() error {
 		return err
 	}
 	for _, p := range ps {
-		e, err := compilePolicy(p)
+		e, err := compilePolicy(p, false)
 		if err != nil {
 			v.log.Warn().Err(err).Str("policy", p.Name).Msg("stored policy no longer valid; skipped")
 			continue
@@ -216,6 +225,11 @@ func (v *vhost) effectiveLimits(name string, args map[string]any) (queue.Limits,
 	if !l.HasDLRK && pl.HasDLRK {
 		l.DeadLetterRoutingKey, l.HasDLRK = pl.DeadLetterRoutingKey, true
 	}
+	// delivery-limit is a quorum queue's (RabbitMQ's classic queues
+	// ignore it); the lower of the policy's and the argument's wins.
+	if args["x-queue-type"] == "quorum" && pl.HasDeliveryLimit && (!l.HasDeliveryLimit || pl.DeliveryLimit < l.DeliveryLimit) {
+		l.DeliveryLimit, l.HasDeliveryLimit = pl.DeliveryLimit, true
+	}
 	return l, nil
 }
 
@@ -224,7 +238,7 @@ func policyLimits(def map[string]any) (queue.Limits, error) {
 	args := map[string]any{}
 	for k, v := range def {
 		switch k {
-		case "message-ttl", "expires", "max-length", "max-length-bytes":
+		case "message-ttl", "expires", "max-length", "max-length-bytes", "delivery-limit":
 			f, ok := v.(float64) // JSON numbers
 			if !ok {
 				if n, isInt := v.(int64); isInt {

@@ -13,7 +13,7 @@ func TestPoliciesPersist(t *testing.T) {
 	b := servertest.StartBroker(t, server.Config{})
 	srv := b.Server()
 	p := server.Policy{Name: "limits", Pattern: "^orders\\.", ApplyTo: "queues", Priority: 1,
-		Definition: map[string]any{"max-length": float64(10), "dead-letter-exchange": "dlx"}}
+		Definition: map[string]any{"max-length": int64(10), "dead-letter-exchange": "dlx"}}
 	if err := srv.SetPolicy("/", p); err != nil {
 		t.Fatal(err)
 	}

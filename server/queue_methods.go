@@ -130,8 +130,10 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 			return declareError(err, name, v.name)
 		}
 		v.queues[name] = q
+		v.srv.churn.queueCreated.Add(1)
 	}
 	v.mu.Unlock()
+	v.srv.churn.queueDeclared.Add(1)
 	ch.lastQueue = name
 	st := q.Stats()
 	return ch.reply(m.NoWait, &amqp.QueueDeclareOk{Queue: name, MessageCount: uint32(st.Ready), ConsumerCount: uint32(st.Consumers)})

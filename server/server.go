@@ -55,6 +55,11 @@ type Server struct {
 	auth    *auth.DB // users, vhost records, permissions, limits
 	refused refusedLog
 	churn   churn
+	// clusterID is ClusterPermanentID's, read or made once.
+	clusterID struct {
+		once sync.Once
+		id   string
+	}
 	// outMaxBuffered bounds a connection's unsent bytes (see limits.go).
 	outMaxBuffered int
 	// heartbeatUnit is what one unit of the negotiated heartbeat lasts:

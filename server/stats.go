@@ -100,16 +100,25 @@ func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 type churn struct {
 	connOpened, connClosed atomic.Uint64
 	chanOpened, chanClosed atomic.Uint64
+	// queueDeclared counts queue.declare methods that succeeded (passive
+	// ones excepted), queueCreated those that made a queue, and
+	// queueDeleted the queues removed, however (RabbitMQ's
+	// queues_declared_total, queues_created_total, queues_deleted_total).
+	queueDeclared, queueCreated, queueDeleted atomic.Uint64
 }
 
 // Churn is a snapshot of the churn counters.
 type Churn struct {
-	ConnectionsOpened, ConnectionsClosed uint64
-	ChannelsOpened, ChannelsClosed       uint64
+	ConnectionsOpened, ConnectionsClosed         uint64
+	ChannelsOpened, ChannelsClosed               uint64
+	QueuesDeclared, QueuesCreated, QueuesDeleted uint64
 }
 
 func (c *churn) load() Churn {
-	return Churn{c.connOpened.Load(), c.connClosed.Load(), c.chanOpened.Load(), c.chanClosed.Load()}
+	return Churn{
+		c.connOpened.Load(), c.connClosed.Load(), c.chanOpened.Load(), c.chanClosed.Load(),
+		c.queueDeclared.Load(), c.queueCreated.Load(), c.queueDeleted.Load(),
+	}
 }
 
 // counted reports whether c counts in the churn figures: a client

@@ -180,6 +180,7 @@ func (v *vhost) deleteQueue(q queue.Queue, ifUnused, ifEmpty bool) (int, error) 
 	if v.queues[name] == q {
 		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: name})
 		delete(v.queues, name)
+		v.srv.churn.queueDeleted.Add(1)
 	}
 	for _, c := range consumers {
 		if k, ok := c.Consumer.(*consumer); ok {

@@ -4,6 +4,11 @@
 // message is received exactly once, and reports publish and drain rates and
 // the broker's peak RSS (sampled from /proc every 200 ms). It works against
 // any AMQP 0-9-1 broker.
+//
+// While it runs it shows its progress on stderr (internal/progress): on a
+// terminal a line redrawn in place with the confirmed or received count,
+// the percentage, the current rate, the time left and the broker's RSS;
+// elsewhere the same as a plain line every 5 s; --progress off for none.
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/internal/progress"
 )
 
 type result struct {
@@ -49,7 +55,9 @@ func main() {
 	jsonOut := flag.String("json", "", "write the result as JSON to FILE")
 	queues := flag.Int("queues", 1, "spread the messages over this many queues (<queue>-<i> when more than one)")
 	fillOnly := flag.Bool("fill-only", false, "publish, then stop: keep the queues and their messages (for restart tests)")
+	progressMode := flag.String("progress", progress.Auto, "progress on stderr: auto (live on a terminal, a line every 5 s otherwise), plain or off")
 	flag.Parse()
+	check(progress.CheckMode(*progressMode))
 	if *size < 16 {
 		*size = 16
 	}
@@ -79,6 +87,11 @@ func main() {
 	res := result{Messages: *count, Size: *size}
 	per := *count / int64(*producers)
 	var confirmed atomic.Int64
+	meterOpts := progress.Options{Mode: *progressMode, Interval: 5 * time.Second, Unit: "msg"}
+	if *pid > 0 {
+		meterOpts.Extra = func() string { return fmt.Sprintf("broker rss %.0f MB", rss.peakMB()) }
+	}
+	fill := progress.Start(os.Stderr, "fill", *count, meterOpts)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for p := 0; p < *producers; p++ {
@@ -89,21 +102,11 @@ func main() {
 			if p == *producers-1 {
 				n = *count - per*int64(*producers-1)
 			}
-			confirmed.Add(publish(ctx, *url, names, p, n, *size, *window))
+			publish(ctx, *url, names, p, n, *size, *window, func() { confirmed.Add(1); fill.Add(1) })
 		}()
 	}
-	progress := time.NewTicker(5 * time.Second)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-wait:
-	for {
-		select {
-		case <-done:
-			break wait
-		case <-progress.C:
-			fmt.Fprintf(os.Stderr, "fill: %d confirmed, broker rss %.0f MB\n", confirmed.Load(), rss.peakMB())
-		}
-	}
+	wg.Wait()
+	fill.Done()
 	res.PublishSeconds = time.Since(start).Seconds()
 	res.Confirmed = confirmed.Load()
 	res.PublishRate = float64(res.Confirmed) / res.PublishSeconds
@@ -127,6 +130,7 @@ wait:
 	check(ch.Qos(1000, 0, false))
 	deliveries, err := ch.Consume(*queueName, "", false, false, false, false, nil)
 	check(err)
+	drain := progress.Start(os.Stderr, "drain", res.Confirmed, meterOpts)
 	var n int64
 	for n < res.Confirmed {
 		select {
@@ -145,11 +149,9 @@ wait:
 				seen[p][seq/64] |= bit
 			}
 			n++
+			drain.Set(n)
 			if n%500 == 0 {
 				d.Ack(true)
-			}
-			if n%1_000_000 == 0 {
-				fmt.Fprintf(os.Stderr, "drain: %d received, broker rss %.0f MB\n", n, rss.peakMB())
 			}
 		case <-ctx.Done():
 			fmt.Fprintln(os.Stderr, "timed out draining")
@@ -157,6 +159,7 @@ wait:
 		}
 	}
 	ch.Ack(0, true)
+	drain.Done()
 	res.Received = n - res.Duplicates
 	res.DrainSeconds = time.Since(start).Seconds()
 	res.DrainRate = float64(n) / res.DrainSeconds
@@ -175,9 +178,9 @@ wait:
 	}
 }
 
-// publish sends n messages numbered 0..n-1 with confirms and returns how
-// many were confirmed.
-func publish(ctx context.Context, url string, queues []string, producer int, n int64, size, window int) int64 {
+// publish sends n messages numbered 0..n-1 with confirms, calling acked
+// for each one confirmed, and returns how many were.
+func publish(ctx context.Context, url string, queues []string, producer int, n int64, size, window int, acked func()) int64 {
 	conn, err := amqp.Dial(url)
 	check(err)
 	defer conn.Close()
@@ -202,6 +205,7 @@ func publish(ctx context.Context, url string, queues []string, producer int, n i
 			outstanding--
 			if c.Ack {
 				ok++
+				acked()
 			}
 		case <-ctx.Done():
 			return ok

@@ -6,7 +6,11 @@
 //
 //	warren-flood --url amqp://guest:guest@127.0.0.1:5672/ --conns 10000 --rate 5000
 //
-// It works against any AMQP 0-9-1 broker. Raise the open-file limit first
+// It works against any AMQP 0-9-1 broker. Each phase shows its progress on
+// stderr (internal/progress): the steady consumer's messages and rate in the
+// measured phases; in the flood, the attempts out of --conns, their rate,
+// the time left and how many got in; live on a terminal, a plain line every
+// 5 s elsewhere, nothing with --progress off. Raise the open-file limit first
 // (ulimit -n 65536): every flood connection is a socket on both sides.
 package main
 
@@ -23,6 +27,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/internal/progress"
 )
 
 type phase struct {
@@ -55,8 +60,13 @@ func main() {
 	phaseDur := flag.Duration("phase", 5*time.Second, "length of the baseline phase (the flood phase lasts as long as the flood, at least this)")
 	pid := flag.Int("broker-pid", 0, "broker pid, to sample its RSS")
 	jsonOut := flag.String("json", "", "write the result here as JSON")
+	progressMode := flag.String("progress", progress.Auto, "progress on stderr: auto (live on a terminal, a line every 5 s otherwise), plain or off")
 	flag.Parse()
-	res, err := run(*url, *conns, *parallel, *rate, *size, *phaseDur, *pid)
+	if err := progress.CheckMode(*progressMode); err != nil {
+		fmt.Fprintln(os.Stderr, "warren-flood:", err)
+		os.Exit(2)
+	}
+	res, err := run(*url, *conns, *parallel, *rate, *size, *phaseDur, *pid, *progressMode)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warren-flood:", err)
 		os.Exit(1)
@@ -87,7 +97,7 @@ func (s *steady) take() (int64, int64, []time.Duration) {
 	return s.sent.Load(), s.received.Load(), l
 }
 
-func run(url string, conns, parallel, rate, size int, phaseDur time.Duration, pid int) (*result, error) {
+func run(url string, conns, parallel, rate, size int, phaseDur time.Duration, pid int, progressMode string) (*result, error) {
 	pc, err := amqp.Dial(url)
 	if err != nil {
 		return nil, err
@@ -164,10 +174,25 @@ func run(url string, conns, parallel, rate, size int, phaseDur time.Duration, pi
 		}()
 	}
 	res := &result{}
+	rssField := func() string {
+		if pid <= 0 {
+			return ""
+		}
+		return fmt.Sprintf("broker rss %.0f MB", float64(peak.Load())/(1<<20))
+	}
+	var heldMu sync.Mutex
 	measure := func(name string, f func()) {
 		s0, r0, _ := st.take()
 		t0 := time.Now()
+		var m *progress.Meter
+		if name != "flood" { // the flood has its own meter
+			m = progress.Start(os.Stderr, name, 0, progress.Options{Mode: progressMode, Interval: 5 * time.Second, Unit: "msg",
+				Poll: func() int64 { return st.received.Load() - r0 }, Extra: rssField})
+		}
 		f()
+		if m != nil {
+			m.Done()
+		}
 		s1, r1, lat := st.take()
 		secs := time.Since(t0).Seconds()
 		res.Phases = append(res.Phases, phase{
@@ -178,10 +203,20 @@ func run(url string, conns, parallel, rate, size int, phaseDur time.Duration, pi
 	time.Sleep(time.Second) // warm up
 	measure("baseline", func() { time.Sleep(phaseDur) })
 	var held []*amqp.Connection
-	var heldMu sync.Mutex
 	var refusals []time.Duration
 	measure("flood", func() {
 		t0 := time.Now()
+		m := progress.Start(os.Stderr, "flood", int64(conns), progress.Options{Mode: progressMode, Interval: 5 * time.Second, Unit: "conn",
+			Extra: func() string {
+				heldMu.Lock()
+				a, r := res.Accepted, res.Refused
+				heldMu.Unlock()
+				x := fmt.Sprintf("accepted %s  refused %s", progress.Count(a), progress.Count(r))
+				if f := rssField(); f != "" {
+					x += "  " + f
+				}
+				return x
+			}})
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range parallel {
@@ -191,6 +226,7 @@ func run(url string, conns, parallel, rate, size int, phaseDur time.Duration, pi
 				for next.Add(1) <= int64(conns) {
 					start := time.Now()
 					c, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
+					m.Add(1)
 					heldMu.Lock()
 					res.Attempts++
 					if err == nil {
@@ -205,6 +241,7 @@ func run(url string, conns, parallel, rate, size int, phaseDur time.Duration, pi
 			}()
 		}
 		wg.Wait()
+		m.Done()
 		res.FloodSeconds = time.Since(t0).Seconds()
 		if rest := phaseDur - time.Since(t0); rest > 0 {
 			time.Sleep(rest)

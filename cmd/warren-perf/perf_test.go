@@ -154,3 +154,25 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestProgressLeft: the progress line says how far the run is and the
+// time left to its nearer bound.
+func TestProgressLeft(t *testing.T) {
+	r := &runner{cfg: Config{Duration: 10 * time.Second}}
+	if got := r.left(2500*time.Millisecond, 0); got != "   25.0%  ETA 7.5s" {
+		t.Errorf("duration bound: %q", got)
+	}
+	if got := r.left(11*time.Second, 0); got != "  100.0%  publishing done, draining" {
+		t.Errorf("past the bound: %q", got)
+	}
+	// 2 producers x 1000 messages, 500 sent in 1 s: 3 s left, sooner than
+	// the duration's 9 s.
+	r = &runner{cfg: Config{Duration: 10 * time.Second, Count: 1000, Producers: 2}}
+	if got := r.left(time.Second, 500); got != "   25.0%  ETA 3s" {
+		t.Errorf("count bound: %q", got)
+	}
+	r = &runner{cfg: Config{}}
+	if got := r.left(time.Second, 500); got != "" {
+		t.Errorf("no bound: %q", got)
+	}
+}

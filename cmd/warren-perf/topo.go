@@ -125,12 +125,37 @@ func (r *runner) report(start time.Time, stop <-chan struct{}, consumerMu *sync.
 				cs.mu.Unlock()
 			}
 			consumerMu.Unlock()
-			fmt.Fprintf(r.out, "%6.1fs sent %8.0f/s  recv %8.0f/s  conf %8.0f/s  p50 %7.2f ms  p99 %7.2f ms\n",
+			fmt.Fprintf(r.out, "%6.1fs sent %8.0f/s  recv %8.0f/s  conf %8.0f/s  p50 %7.2f ms  p99 %7.2f ms%s\n",
 				now.Sub(start).Seconds(), float64(s-lastS)/dt, float64(rc-lastR)/dt, float64(c-lastC)/dt,
-				float64(h.percentile(50))/1e6, float64(h.percentile(99))/1e6)
+				float64(h.percentile(50))/1e6, float64(h.percentile(99))/1e6, r.left(now.Sub(start), s))
 			lastS, lastR, lastC, last = s, rc, c, now
 		}
 	}
+}
+
+// left is the progress line's tail: how much of the run is done and the
+// time left to the nearer of its publishing bounds (--duration; --count
+// messages per producer, at the rate since the start), "" for a run
+// without bounds.
+func (r *runner) left(elapsed time.Duration, sent int64) string {
+	var eta time.Duration = -1
+	pct := -1.0
+	if d := r.cfg.Duration; d > 0 {
+		eta, pct = max(d-elapsed, 0), 100*min(elapsed.Seconds()/d.Seconds(), 1)
+	}
+	if total := r.cfg.Count * int64(r.cfg.Producers); total > 0 && sent > 0 {
+		t := time.Duration(float64(total-min(sent, total)) / (float64(sent) / elapsed.Seconds()) * float64(time.Second))
+		if eta < 0 || t < eta {
+			eta, pct = t, 100*float64(min(sent, total))/float64(total)
+		}
+	}
+	switch {
+	case eta < 0:
+		return ""
+	case eta == 0:
+		return "  100.0%  publishing done, draining"
+	}
+	return fmt.Sprintf("  %5.1f%%  ETA %s", pct, eta.Round(100*time.Millisecond))
 }
 
 // connectionsOnly opens N idle connections, holds them for --duration and

@@ -45,6 +45,7 @@ var rabbitKeys = map[string]rabbitKey{
 	"listeners.tcp.default":             {"listen", listenerValue("0.0.0.0")},
 	"listeners.ssl.default":             {"tls-listen", listenerValue("0.0.0.0")},
 	"management.tcp.port":               {"mgmt-listen", portValue},
+	"prometheus.tcp.port":               {"prometheus-listen", portValue},
 	"default_user":                      {"default-user", nil},
 	"default_pass":                      {"default-pass", nil},
 	"vm_memory_high_watermark.relative": {"vm-memory-high-watermark", nil},

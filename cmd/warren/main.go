@@ -59,6 +59,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // settings are the values of warren's flags.
 type settings struct {
 	listen, tlsListen, mgmtListen, pprofListen string
+	promListen                                 string
 	frameMax, channelMax, maxMessage           uint64
 	mgmtMaxBody                                uint64
 	heartbeat                                  time.Duration
@@ -92,6 +93,7 @@ func newFlags(s *settings) *flag.FlagSet {
 	s.listen, s.mgmtListen = d.Listen, md.Listen
 	s.frameMax, s.channelMax, s.maxMessage = uint64(d.FrameMax), uint64(d.ChannelMax), d.MaxMessageSize
 	s.heartbeat = d.Heartbeat
+	s.promListen = ":15692"
 	s.logLevel, s.logFormat = "info", "console"
 	var user, pass string
 	for u, p := range d.Users { // the one default user
@@ -111,6 +113,7 @@ func newFlags(s *settings) *flag.FlagSet {
 	fs.Int64Var(&s.gcLimit, "gc-memory-limit", 192<<20, "Go runtime soft memory limit in bytes, which keeps RSS flat under load (0: none; GOMEMLIMIT wins when set)")
 	fs.Var(addrFlag{v: &s.pprofListen, optional: true}, "pprof-listen", "serve Go profiles (net/http/pprof) on HOST:PORT; off when empty")
 	fs.Var(addrFlag{v: &s.mgmtListen, optional: true}, "mgmt-listen", "management HTTP API and /metrics on HOST:PORT; \"\" or \"off\" disables")
+	fs.Var(addrFlag{v: &s.promListen, optional: true}, "prometheus-listen", "Prometheus metrics (/metrics, /metrics/per-object, /metrics/detailed, without authentication, as rabbitmq_prometheus) on HOST:PORT; \"\" or \"off\" disables")
 	s.mgmtMaxBody = uint64(md.MaxBodySize)
 	fs.Var(uintFlag{&s.mgmtMaxBody, 1, 1 << 40, "bytes"}, "mgmt-max-body-size", "largest body of a management definitions import or publish, in bytes (other requests: 1 MiB)")
 	fs.Var(addrFlag{v: &s.tlsListen, optional: true}, "tls-listen", "amqps (AMQP over TLS) listen address HOST:PORT; off when empty")
@@ -239,15 +242,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	mgmtAddr := ""
-	if s.mgmtListen != "" {
-		// A taken port (another broker's management plugin, say) leaves the
-		// broker running without its management API.
-		mg := mgmt.New(srv, mgmt.Options{Listen: s.mgmtListen, Log: &log, MaxBodySize: int64(s.mgmtMaxBody)})
-		if err := mg.Listen(); err != nil {
-			log.Error().Err(err).Msg("management API not started (--mgmt-s.listen)")
-		} else {
-			mgmtAddr = mg.Addr().String()
+	var mgmtAddr, promAddr string
+	if s.mgmtListen != "" || s.promListen != "" {
+		// A taken port (another broker's management or Prometheus plugin,
+		// say) leaves the broker running without that listener.
+		mg := mgmt.New(srv, mgmt.Options{
+			Listen: s.mgmtListen, PrometheusListen: s.promListen, Log: &log, MaxBodySize: int64(s.mgmtMaxBody),
+			Environment: environment(fs, from),
+		})
+		if s.mgmtListen != "" {
+			if err := mg.Listen(); err != nil {
+				log.Error().Err(err).Msg("management API not started (--mgmt-listen)")
+			} else {
+				mgmtAddr = mg.Addr().String()
+			}
+		}
+		if err := mg.ListenPrometheus(); err != nil {
+			log.Error().Err(err).Msg("Prometheus listener not started (--prometheus-listen)")
+		} else if a := mg.PrometheusAddr(); a != nil {
+			promAddr = a.String()
+		}
+		if mgmtAddr != "" || promAddr != "" {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -258,7 +273,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			defer func() { stop(); <-done }()
 		}
 	}
-	logStarted(&log, srv, mgmtAddr, s.user)
+	logStarted(&log, srv, mgmtAddr, promAddr, s.user)
 	// The listeners are open: connections queue in the backlog until
 	// Serve accepts them.
 	if err := sdNotify("READY=1\nSTATUS=accepting AMQP connections on " + srv.Addr().String()); err != nil {
@@ -295,13 +310,16 @@ func flagError(err error, from origins) error {
 }
 
 // logStarted logs the listeners and the default user once they are up.
-func logStarted(log *zerolog.Logger, srv *server.Server, mgmtAddr, user string) {
+func logStarted(log *zerolog.Logger, srv *server.Server, mgmtAddr, promAddr, user string) {
 	ev := log.Info().Str("amqp", srv.Addr().String())
 	if a := srv.TLSAddr(); a != nil {
 		ev = ev.Str("amqps", a.String())
 	}
 	if mgmtAddr != "" {
-		ev = ev.Str("management", "http://"+mgmtAddr+"/").Str("prometheus", "http://"+mgmtAddr+"/metrics")
+		ev = ev.Str("management", "http://"+mgmtAddr+"/")
+	}
+	if promAddr != "" {
+		ev = ev.Str("prometheus", "http://"+promAddr+"/metrics")
 	}
 	state := "created"
 	if !srv.FirstStart() {

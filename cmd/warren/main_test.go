@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +113,7 @@ func TestBadValuesRefused(t *testing.T) {
 		{[]string{"--log-format", "xml"}, []string{"-log-format", `\"xml\"`, "console, json"}},
 		{[]string{"--log-level", "loud"}, []string{"-log-level", `\"loud\"`, "debug, info"}},
 		{[]string{"--mgmt-listen", "127.0.0.1"}, []string{"-mgmt-listen", `\"127.0.0.1\"`, "HOST:PORT"}},
+		{[]string{"--prometheus-listen", "15692"}, []string{"-prometheus-listen", `\"15692\"`, "HOST:PORT"}},
 		{[]string{"--listen", "5672"}, []string{"-listen", `\"5672\"`, "HOST:PORT"}},
 		{[]string{"--channel-max", "70000"}, []string{"-channel-max", "65535"}},
 		{[]string{"--vm-memory-high-watermark", "2"}, []string{"--vm-memory-high-watermark", `\"2\"`}},
@@ -152,6 +155,7 @@ func TestRabbitConf(t *testing.T) {
 listeners.tcp.default = 5673
 listeners.ssl.default = 127.0.0.1:5674
 management.tcp.port = 15673
+prometheus.tcp.port = 15693
 default_user = admin
 default_pass = s3cret
 vm_memory_high_watermark.absolute = 1073741824
@@ -181,7 +185,7 @@ max-connections = 7
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"listen": "0.0.0.0:5673", "tls-listen": "127.0.0.1:5674", "mgmt-listen": "0.0.0.0:15673",
+		"listen": "0.0.0.0:5673", "tls-listen": "127.0.0.1:5674", "mgmt-listen": "0.0.0.0:15673", "prometheus-listen": "0.0.0.0:15693",
 		"default-user": "admin", "default-pass": "s3cret", "vm-memory-high-watermark": "1073741824B",
 		"disk-free-limit": "mem_relative:1.5", "heartbeat": "45s", "frame-max": "65536", "channel-max": "200",
 		"max-message-size": "1048576", "log-level": "warn", "tls-ca": "/ca.pem", "tls-cert": "/cert.pem",
@@ -195,7 +199,7 @@ max-connections = 7
 	if _, b, err := parseWatermark(s.memWatermark); err != nil || b != 1<<30 {
 		t.Errorf("absolute watermark: %d, %v", b, err)
 	}
-	if got := from.name("frame-max"); got != p+":10 (frame_max) (--frame-max)" {
+	if got := from.name("frame-max"); got != p+":11 (frame_max) (--frame-max)" {
 		t.Errorf("origin of frame-max: %q", got)
 	}
 	if got := from.name("channel-max"); got != "WARREN_CHANNEL_MAX (--channel-max)" {
@@ -232,7 +236,7 @@ func TestStartLog(t *testing.T) {
 		done := make(chan int, 1)
 		go func() {
 			done <- cli(ctx, []string{"--log-format", "json", "--data-dir", dir, "--listen", "127.0.0.1:0",
-				"--mgmt-listen", "127.0.0.1:0", "--default-user", "ops"}, &bytes.Buffer{}, logs)
+				"--mgmt-listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0", "--default-user", "ops"}, &bytes.Buffer{}, logs)
 		}()
 		starting := logs.waitFor(t, "Warren starting")
 		if starting["version"] == "" || starting["data_dir"] != dir || starting["go"] != runtime.Version() {
@@ -242,8 +246,19 @@ func TestStartLog(t *testing.T) {
 		amqp, _ := started["amqp"].(string)
 		mg, _ := started["management"].(string)
 		prom, _ := started["prometheus"].(string)
-		if !strings.HasPrefix(amqp, "127.0.0.1:") || !strings.HasPrefix(mg, "http://127.0.0.1:") || prom != mg+"metrics" {
+		if !strings.HasPrefix(amqp, "127.0.0.1:") || !strings.HasPrefix(mg, "http://127.0.0.1:") ||
+			!strings.HasPrefix(prom, "http://127.0.0.1:") || !strings.HasSuffix(prom, "/metrics") || prom == mg+"metrics" {
 			t.Errorf("start %d: listeners %v", i, started)
+		}
+		// The Prometheus listener is its own, and needs no credentials.
+		if resp, err := http.Get(prom); err != nil {
+			t.Errorf("start %d: scrape %s: %v", i, prom, err)
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(b), "rabbitmq_identity_info{") {
+				t.Errorf("start %d: scrape %s: %d %.200s", i, prom, resp.StatusCode, b)
+			}
 		}
 		if started["default_user"] != "ops" || started["default_user_state"] != state {
 			t.Errorf("start %d: default user %v, want %q", i, started, state)
@@ -300,7 +315,7 @@ func TestSystemdNotify(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cli(ctx, []string{"--log-format", "json", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
-			"--mgmt-listen", "off"}, &bytes.Buffer{}, logs)
+			"--mgmt-listen", "off", "--prometheus-listen", "off"}, &bytes.Buffer{}, logs)
 	}()
 	ready := read()
 	if !strings.HasPrefix(ready, "READY=1\n") {
@@ -455,4 +470,43 @@ func offeredHeartbeat(t *testing.T, addr string) uint16 {
 		t.Fatal("no connection.tune")
 	}
 	return tune.Heartbeat
+}
+
+// TestEnvironmentOrigins: the settings served to warrenctl environment say
+// where each value came from, and hide the password.
+func TestEnvironmentOrigins(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "warren.conf")
+	if err := os.WriteFile(p, []byte("frame_max = 65536\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WARREN_CHANNEL_MAX", "200")
+	s := &settings{}
+	fs := newFlags(s)
+	if err := fs.Parse([]string{"--heartbeat", "45", "--config", p, "--default-pass", "s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	from := origins{}
+	if err := applyEnvAndFile(fs, s.config, from); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]string{}
+	for _, st := range environment(fs, from) {
+		got[st.Name] = [2]string{st.Value, st.Origin}
+		if st.Name == "default-pass" && !st.Secret {
+			t.Error("default-pass is not secret")
+		}
+		if st.Name == "version" || st.Name == "man-page" {
+			t.Errorf("%s listed as a setting", st.Name)
+		}
+	}
+	for name, want := range map[string][2]string{
+		"heartbeat":   {"45s", "command line"},
+		"channel-max": {"200", "WARREN_CHANNEL_MAX"},
+		"frame-max":   {"65536", p + ":1 (frame_max)"},
+		"listen":      {"0.0.0.0:5672", "default"},
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -26,12 +27,16 @@ type apiError struct {
 	Reason string `json:"reason"`
 }
 
+// Error shows the reason as a terminal should: RabbitMQ's management API
+// escapes the HTML tag characters of some reasons (a policy's <<"key">>
+// reads &lt;&lt;"key"&gt;&gt;), which rabbitmqctl prints plain.
 func (e *apiError) Error() string {
+	reason := strings.TrimRight(html.UnescapeString(e.Reason), "\n")
 	switch {
-	case e.Reason != "" && e.Err != "":
-		return fmt.Sprintf("%d %s: %s", e.Status, e.Err, e.Reason)
-	case e.Reason != "":
-		return fmt.Sprintf("%d: %s", e.Status, e.Reason)
+	case reason != "" && e.Err != "":
+		return fmt.Sprintf("%d %s: %s", e.Status, e.Err, reason)
+	case reason != "":
+		return fmt.Sprintf("%d: %s", e.Status, reason)
 	}
 	return fmt.Sprintf("HTTP %d", e.Status)
 }

@@ -20,9 +20,16 @@ import (
 // the API's base URL and the broker's amqp:// URL.
 func broker(t *testing.T) (string, string) {
 	t.Helper()
+	return brokerWith(t, mgmt.Options{})
+}
+
+// brokerWith is broker with the management API's options (Listen is set).
+func brokerWith(t *testing.T, opts mgmt.Options) (string, string) {
+	t.Helper()
 	bk := servertest.StartBroker(t, server.Config{})
 	b := bk.Server()
-	m := mgmt.New(b, mgmt.Options{Listen: "127.0.0.1:0"})
+	opts.Listen = "127.0.0.1:0"
+	m := mgmt.New(b, opts)
 	if err := m.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +254,11 @@ func TestRabbitmqctlCommands(t *testing.T) {
 		t.Errorf("list_policies: %q", out)
 	}
 	ctl(t, base, "clear_policy", "lim")
+	// A refused policy reads as rabbitmqctl prints it, not HTML-escaped.
+	if _, err := ctlErr(base, "", "set_policy", "bad", "^rq$", `{"nosuch":1}`); err == nil ||
+		!strings.HasPrefix(err.Error(), "400 bad_request: Validation failed\n\n[{<<\"nosuch\">>,1}] are not recognised policy settings\nWarren applies ") {
+		t.Errorf("set_policy with an unknown key: %v", err)
+	}
 	if out := ctl(t, base, "purge_queue", "rq"); out != "Purging queue 'rq' in vhost '/' ...\n" {
 		t.Errorf("purge_queue: %q", out)
 	}
@@ -281,5 +293,38 @@ func TestStatus(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestEnvironment: warrenctl environment lays the effective configuration
+// out as rabbitmqctl environment lays out an application's: one Erlang
+// term, snake-case keys, numbers and booleans bare, the password hidden,
+// each value that is not the default followed by where it came from.
+func TestEnvironment(t *testing.T) {
+	base, _ := brokerWith(t, mgmt.Options{Environment: []mgmt.Setting{
+		{Name: "channel-max", Value: "100", Origin: "WARREN_CHANNEL_MAX"},
+		{Name: "default-pass", Value: "s3cret", Origin: "command line", Secret: true},
+		{Name: "heartbeat", Value: "1m0s", Origin: "default"},
+		{Name: "repair-message-log", Value: "false", Origin: "default"},
+		{Name: "vm-memory-high-watermark", Value: "0.4", Origin: "warren.conf:3 (vm_memory_high_watermark.relative)"},
+	}})
+	out := ctl(t, base, "environment")
+	want := "[{warren,[{channel_max,100}, % WARREN_CHANNEL_MAX\n" +
+		"          {default_pass,\"********\"}, % command line\n" +
+		"          {heartbeat,\"1m0s\"},\n" +
+		"          {repair_message_log,false},\n" +
+		"          {vm_memory_high_watermark,0.4}]}] % warren.conf:3 (vm_memory_high_watermark.relative)\n"
+	if !strings.HasPrefix(out, "Application environment of node warren@") || !strings.HasSuffix(out, " ...\n"+want) {
+		t.Errorf("environment:\n%s\nwant the banner, then\n%s", out, want)
+	}
+	if out := ctl(t, base, "-q", "environment"); out != want {
+		t.Errorf("environment -q:\n%s", out)
+	}
+	out = ctl(t, base, "environment", "--formatter", "json")
+	if strings.TrimSpace(out) != `{"warren":{"channel_max":100,"default_pass":"********","heartbeat":"1m0s","repair_message_log":false,"vm_memory_high_watermark":0.4}}` {
+		t.Errorf("environment --formatter json: %s", out)
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Error("the password is shown")
 	}
 }

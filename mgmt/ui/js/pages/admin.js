@@ -342,7 +342,7 @@ async function policies(ctx) {
       { name: 'apply_to', label: 'Apply to', type: 'select', options: [['all', 'Exchanges and queues'], ['exchanges', 'Exchanges'], ['queues', 'Queues']], keys: ['apply-to'] },
       { name: 'priority', label: 'Priority', value: '0', keys: ['priority'] },
       { name: 'definition', label: 'Definition', type: 'args', keys: ['definition', 'message-ttl', 'max-length', 'expires', 'dead-letter', 'overflow', 'alternate-exchange'],
-        known: QUEUE_ARGS.filter(([k]) => k.startsWith('x-') && k !== 'x-max-priority' && k !== 'x-single-active-consumer').map(([k, t, d]) => [k.slice(2), t, d]).concat([['alternate-exchange', 'String', 'exchanges only']]) },
+        known: QUEUE_ARGS.filter(([k]) => k.startsWith('x-') && k !== 'x-max-priority' && k !== 'x-single-active-consumer').map(([k, t, d]) => [k.slice(2), t, d]) },
     ],
     submit: 'Add / update policy',
     async onSubmit(v) {
