@@ -252,13 +252,21 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 	defer v.releaseScratch(s)
 	ch.tracePublish(p, s.queues)
 	routed, dropped := v.deliver(msg, s.queues, done, ch.c.flushCtx())
-	v.stats.routed(ch.c.id, routed, m.Mandatory)
-	if s.found && !routed && m.Mandatory {
+	ch.routed(p, s.found, routed)
+	return dropped
+}
+
+// routed counts a publish's routing and returns it to the publisher when
+// it was mandatory and went to no queue (an exchange that exists routed
+// it nowhere).
+func (ch *channel) routed(p *publishing, found, routed bool) {
+	m := p.method
+	ch.c.vhost.stats.routed(ch.c.id, routed, m.Mandatory)
+	if found && !routed && m.Mandatory {
 		ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
 			ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 		}, p.props, p.body, ch.c.frameMax)
 	}
-	return dropped
 }
 
 func (ch *channel) basicGet(m *amqp.BasicGet) error {

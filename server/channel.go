@@ -33,10 +33,13 @@ type channel struct {
 	confirms  *ack.Confirms // nil until confirm.select
 	// replyQ is the channel's direct reply-to pseudo-queue, nil until it
 	// consumes replies (and deleted once it stops).
-	replyQ  *replyto.Queue
-	tx      *txn.Tx[*publishing]
-	pubPerm publishPermCache
-	entries []queue.Entry // applySettle's scratch
+	replyQ *replyto.Queue
+	tx     *txn.Tx[*publishing]
+	// committing is closed once the tx.commit in flight is answered; nil
+	// when none is.
+	committing chan struct{}
+	pubPerm    publishPermCache
+	entries    []queue.Entry // applySettle's scratch
 
 	mu         sync.Mutex
 	closed     bool
@@ -315,16 +318,19 @@ func settleGrouped(ds []ack.Delivery, op queue.SettleOp) {
 }
 
 // kick re-offers messages to every consumer of this channel, after credit
-// came back.
-func (ch *channel) kick() {
+// came back. Only the channel's reader calls it.
+func (ch *channel) kick() { ch.kickWith(ch.c.flushCtx()) }
+
+// kickWith is kick with the dispatch context ctx.
+func (ch *channel) kickWith(ctx any) {
 	ch.mu.Lock()
 	qs := make([]queue.Queue, 0, len(ch.consumers))
 	for _, k := range ch.consumers {
 		qs = append(qs, k.q)
 	}
 	ch.mu.Unlock()
-	// Only the channel's reader kicks: its flushSet takes the writes.
-	ctx := ch.c.flushCtx()
+	// The channel's reader kicks with its flushSet, which takes the
+	// writes; another goroutine passes nil.
 	for _, q := range qs {
 		q.Kick(ctx)
 	}

@@ -244,11 +244,17 @@ func (c *conn) forced() bool {
 // forceClose asks the connection to close with 320 CONNECTION_FORCED, from
 // any goroutine.
 func (c *conn) forceClose(reason string) {
+	c.abort(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
+}
+
+// abort closes the connection with e, from any goroutine: the broker sends
+// connection.close, stops reading and cuts the socket shortly after.
+func (c *conn) abort(e *amqp.Error) {
 	c.forceOnce.Do(func() {
 		c.stopped.Store(true)
-		c.forcedReason = reason // read after quit is closed
+		c.forcedReason = e.Text // read after quit is closed
 		close(c.quit)
-		c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
+		c.sendClose(e)
 		// Give the client a moment to answer close-ok, then cut the socket.
 		time.AfterFunc(2*time.Second, func() { c.nc.Close() })
 	})
@@ -510,6 +516,9 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 		}
 		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "expected 'channel.open'")
 	}
+	// Whatever follows a tx.commit on its channel follows its commit-ok;
+	// other channels do not wait for it.
+	ch.awaitCommit()
 	return ch.handleMethod(m)
 }
 
@@ -520,6 +529,9 @@ func (c *conn) cleanupChannels() {
 	// channel requeues must not go to a sibling.
 	c.stopped.Store(true)
 	for id, ch := range c.channels {
+		// A commit in flight is answered (or fails) before its channel
+		// goes.
+		ch.awaitCommit()
 		ch.shutdown()
 		c.removeChannel(id)
 	}

@@ -24,7 +24,9 @@ func (p remotePipe) RemoteAddr() net.Addr { return p.addr }
 
 func newTestServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
-	cfg.hooks.Store = persist.NewMemory()
+	if cfg.hooks.Store == nil {
+		cfg.hooks.Store = persist.NewMemory()
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

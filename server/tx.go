@@ -18,9 +18,9 @@ type txPart struct {
 
 // commitTx routes a transaction's publishes and applies them with its
 // settlements, each queue type's share as one (queue.Transactional) where
-// the type can. It returns a channel that yields the outcome once all of
-// it is durable, or nil when nothing needed storing.
-func (ch *channel) commitTx(pubs []*publishing, settles []txn.Settle) chan error {
+// the type can. done is called once all of it is durable (maybe before
+// commitTx returns), on whichever goroutine completes it last.
+func (ch *channel) commitTx(pubs []*publishing, settles []txn.Settle, done func(error)) {
 	v := ch.c.vhost
 	msgs := make([]*queue.Message, len(pubs))
 	found := make([]bool, len(pubs))
@@ -54,13 +54,8 @@ func (ch *channel) commitTx(pubs []*publishing, settles []txn.Settle) chan error
 		}
 	}
 
-	var durable chan error
-	var j *joinDone
-	if len(parts) > 0 {
-		durable = make(chan error, 1)
-		j = &joinDone{done: func(err error) { durable <- err }}
-		j.n.Store(int32(len(parts)))
-	}
+	j := &joinDone{done: done}
+	j.n.Store(int32(len(parts) + 1))
 	routed := make([]bool, len(pubs))
 	ctx := ch.c.flushCtx()
 	for _, tp := range parts {
@@ -74,15 +69,9 @@ func (ch *channel) commitTx(pubs []*publishing, settles []txn.Settle) chan error
 		}
 	}
 	for i, p := range pubs {
-		m := p.method
-		v.stats.routed(ch.c.id, routed[i], m.Mandatory)
-		if found[i] && !routed[i] && m.Mandatory {
-			ch.c.out.sendContent(ch.id, &amqp.BasicReturn{
-				ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: m.Exchange, RoutingKey: m.RoutingKey,
-			}, p.props, p.body, ch.c.frameMax)
-		}
+		ch.routed(p, found[i], routed[i])
 	}
-	return durable
+	j.one(nil)
 }
 
 // commitEach applies a type's share of a transaction one publish and one
@@ -127,27 +116,58 @@ func (ch *channel) txCommit() error {
 			"transaction of %d message bytes is larger than the %d bytes one commit can store", n, txMaxBytes)
 	}
 	pubs, settles := ch.tx.Take()
-	durable := ch.commitTx(pubs, settles)
-	if durable != nil {
-		// The connection's reader waits for this one fsync; other
-		// connections are not held up.
-		if err := <-durable; err != nil {
-			return amqp.Errorf(amqp.InternalError, 0, 0, "transaction could not be made durable: %v", err)
-		}
+	result := make(chan error, 1)
+	ch.commitTx(pubs, settles, func(err error) { result <- err })
+	select {
+	case err := <-result:
+		// Nothing to wait for (no store writes, or already durable).
+		return ch.finishCommit(settles, err, ch.c.flushCtx())
+	default:
 	}
-	err := ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
-	// The committed settlements give their prefetch credit back now:
-	// deliveries it makes room for follow commit-ok.
+	// The store's write is under way: the reader goes on with the other
+	// channels, and this one's next frame waits for the commit-ok
+	// (awaitCommit).
+	done := make(chan struct{})
+	ch.committing = done
+	go func() {
+		defer close(done)
+		if err := ch.finishCommit(settles, <-result, nil); err != nil {
+			ch.c.abort(err.(*amqp.Error))
+		}
+	}()
+	return nil
+}
+
+// finishCommit answers a tx.commit whose store write is done: commit-ok,
+// then the committed settlements give their prefetch credit back, so that
+// the deliveries it makes room for follow commit-ok. ctx is the caller's
+// dispatch context (nil off the reader). A failed write is a hard error.
+func (ch *channel) finishCommit(settles []txn.Settle, err error, ctx any) error {
+	if err != nil {
+		return amqp.Errorf(amqp.InternalError, amqp.ClassTx, amqp.MethodTxCommit, "transaction could not be made durable: %v", err)
+	}
+	ch.c.out.sendMethod(ch.id, &amqp.TxCommitOk{})
 	limited := false
 	ch.mu.Lock()
-	for _, s := range settles {
-		limited = ch.credit.Release(s.Deliveries) || limited
+	if !ch.closed {
+		for _, s := range settles {
+			limited = ch.credit.Release(s.Deliveries) || limited
+		}
 	}
 	ch.mu.Unlock()
 	if limited {
-		ch.kick()
+		ch.kickWith(ctx)
 	}
-	return err
+	return nil
+}
+
+// awaitCommit waits for the channel's tx.commit in flight, if any, to be
+// answered.
+func (ch *channel) awaitCommit() {
+	if ch.committing != nil {
+		<-ch.committing
+		ch.committing = nil
+	}
 }
 
 func (ch *channel) txRollback() error {
