@@ -85,6 +85,12 @@ type Config struct {
 	// (persist.Options.RepairLog): the damaged records are dropped, and
 	// the log says which. Without it a damaged log stops start-up.
 	RepairMessageLog bool
+	// RepairStore lets start-up go past damaged Badger tables and message
+	// bodies (persist.Options.RepairStore): damaged tables are moved to a
+	// damaged-<time> folder in DataDir, messages whose bodies are damaged
+	// are dropped, and the log says which. Without it either stops
+	// start-up with an error naming the file.
+	RepairStore bool
 }
 
 func (c *Config) setDefaults() {
