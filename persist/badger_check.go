@@ -348,7 +348,10 @@ func (vf *valueFaults) note(f string, a []any) {
 	vf.byKey[string(key)] = err
 }
 
-var badgerVPRe = regexp.MustCompile(`Fid:(\d+) Len:(\d+) Offset:(\d+)`)
+var (
+	badgerVPRe     = regexp.MustCompile(`Fid:(\d+) Len:(\d+) Offset:(\d+)`)
+	badgerNoFileRe = regexp.MustCompile(`file with ID: (\d+) not found`)
+)
 
 // fault is the error for key, whose value Badger yielded empty: it names
 // the value-log file and what is wrong, from what Badger logged.
@@ -361,6 +364,10 @@ func (vf *valueFaults) fault(key []byte) error {
 		return fmt.Errorf("%w: a value in Badger's value log cannot be read", errValueDamaged)
 	}
 	msg := berr.Error()
+	if m := badgerNoFileRe.FindStringSubmatch(msg); m != nil {
+		fid, _ := strconv.ParseUint(m[1], 10, 32)
+		return fmt.Errorf("%w: badger value log %06d.vlog is missing (a value points into it)", errValueDamaged, fid)
+	}
 	m := badgerVPRe.FindStringSubmatch(msg)
 	if m == nil {
 		return fmt.Errorf("%w: a value in Badger's value log cannot be read: %v", errValueDamaged, berr)
@@ -372,8 +379,6 @@ func (vf *valueFaults) fault(key []byte) error {
 		what = "fails its checksum"
 	case strings.Contains(msg, "EOF"):
 		what = "lies past the end of the file"
-	case strings.Contains(msg, "not found"):
-		return fmt.Errorf("%w: badger value log %06d.vlog is missing (a value points into it)", errValueDamaged, fid)
 	}
 	return fmt.Errorf("%w: badger value log %06d.vlog is damaged: the value at byte %s (%s bytes) %s", errValueDamaged, fid, m[3], m[2], what)
 }

@@ -363,3 +363,51 @@ func TestBadgerMissingTable(t *testing.T) {
 	}
 	sameMessages(t, "queue a after the repair", got, wantA)
 }
+
+// TestBadgerMissingValueLog: bodies in a value-log file that is gone fail
+// RecoverQueue naming the file; with RepairStore only their messages are
+// dropped.
+func TestBadgerMissingValueLog(t *testing.T) {
+	dir := t.TempDir()
+	o := persist.Options{MemTableSize: 1 << 20, GCInterval: -1}
+	s := openBadger(t, dir, o)
+	q := &persist.QueueRecord{VHost: "/", Name: "q", Durable: true}
+	if err := s.SaveQueue(q); err != nil {
+		t.Fatal(err)
+	}
+	first := publishN(t, s, q, 1, 20) // in 000001.vlog, those over 1 KiB
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openBadger(t, dir, o)
+	second := publishN(t, s, q, 101, 20)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "000001.vlog")); err != nil {
+		t.Fatal(err)
+	}
+	s = openBadger(t, dir, o)
+	_, err := recoverAll(t, s, q.ID)
+	if err == nil || !strings.Contains(err.Error(), "badger value log 000001.vlog is missing") || !strings.Contains(err.Error(), "--repair-store") {
+		t.Fatalf("recovery with a value-log file gone: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro := o
+	ro.RepairStore = true
+	s = openBadger(t, dir, ro)
+	defer s.Close()
+	got, err := recoverAll(t, s, q.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := second
+	for id, m := range first {
+		if len(m.Body) <= 1024 { // in the tree, not in the value log
+			want[id] = m
+		}
+	}
+	sameMessages(t, "after the repair", got, want)
+}
