@@ -130,7 +130,10 @@ func checkTables(dir string, bo badger.Options) (storeTables, error) {
 		if tm.KeyID != 0 {
 			continue // encrypted: the store never encrypts, Badger checks it
 		}
-		reason := checkTable(table.NewFilename(id, dir), tm, bo)
+		reason, err := checkTable(table.NewFilename(id, dir), tm, bo)
+		if err != nil {
+			return st, err
+		}
 		if reason != "" {
 			st.damaged = append(st.damaged, DamagedFile{Name: table.IDToFilename(id), Reason: reason})
 			st.ids = append(st.ids, id)
@@ -139,25 +142,32 @@ func checkTables(dir string, bo badger.Options) (storeTables, error) {
 	return st, nil
 }
 
-// checkTable checks one table file and says what is wrong with it, or "".
-func checkTable(path string, tm badger.TableManifest, bo badger.Options) (reason string) {
-	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+// checkTable checks one table file and says what is wrong with it, or "";
+// err is for a file that cannot be opened at all (not damage: it would
+// not be set aside).
+func checkTable(path string, tm badger.TableManifest, bo badger.Options) (reason string, err error) {
+	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "is listed in the MANIFEST but missing"
+		return "is listed in the MANIFEST but missing", nil
 	}
 	if err != nil {
-		return "cannot be read: " + err.Error()
+		return "", err
+	}
+	if st.Size() == 0 {
+		return "is empty", nil
+	}
+	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return "", err
 	}
 	defer mf.Close(-1) // unmap and close; -1: never truncate
-	if len(mf.Data) == 0 {
-		return "is empty"
-	}
 	topt := table.Options{
 		ReadOnly:    true,
 		BlockSize:   bo.BlockSize,
 		Compression: tm.Compression,
-		// OpenTable checks nothing itself then, and closes mf on no path
-		// that returns here; VerifyChecksum below checks every block.
+		// OpenTable checks no block itself then (VerifyChecksum below
+		// does), and it closes mf only when the file's Stat fails or its
+		// name is not a table's, which cannot be here.
 		ChkMode:              options.NoVerification,
 		ZSTDCompressionLevel: bo.ZSTDCompressionLevel,
 		BloomFalsePositive:   bo.BloomFalsePositive,
@@ -169,18 +179,18 @@ func checkTable(path string, tm badger.TableManifest, bo badger.Options) (reason
 		// with a dump), or a block whose error it words through a nil
 		// block (4.9).
 		if r := recover(); r != nil {
-			reason = "is damaged: it has " + decoding + " that cannot be decoded"
+			reason, err = "is damaged: it has "+decoding+" that cannot be decoded", nil
 		}
 	}()
 	t, err := table.OpenTable(mf, topt)
 	if err != nil {
-		return "is damaged: its index cannot be read: " + err.Error()
+		return "is damaged: its index cannot be read: " + err.Error(), nil
 	}
 	decoding = "a block"
 	if err := t.VerifyChecksum(); err != nil {
-		return tableBlockReason(err)
+		return tableBlockReason(err), nil
 	}
-	return ""
+	return "", nil
 }
 
 var badgerBlockRe = regexp.MustCompile(`block: (\d+), offset:(\d+)`)
