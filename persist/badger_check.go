@@ -399,9 +399,8 @@ func (vf *valueFaults) fault(key []byte) error {
 // it every value after that entry: it takes damage for a write torn by a
 // crash. A torn write is the end of the file (nothing valid follows it; a
 // kill leaves zeros after it), so an invalid entry with a valid one after
-// it is damage, reported before Badger cuts anything. The file is read
-// through a read-only mapping; it returns nil when all is well, and the
-// damaged file's fid.
+// it is damage, reported before Badger cuts anything. It returns nil when
+// all is well, else the damaged file and its fid.
 func checkNewestVlog(dir string) (*DamagedFile, uint32, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
 	if err != nil || len(paths) == 0 {
@@ -418,14 +417,26 @@ func checkNewestVlog(dir string) (*DamagedFile, uint32, error) {
 	if newest == "" {
 		return nil, 0, nil
 	}
-	mf, err := z.OpenMmapFile(newest, os.O_RDONLY, 0)
+	f, err := os.Open(newest)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer mf.Close(-1)
-	b := mf.Data
-	if len(b) < vlogHeaderSize || binary.BigEndian.Uint64(b[:8]) != 0 {
-		return nil, 0, nil // Badger bootstraps a short one; an encrypted one is not ours
+	defer f.Close()
+	// Only the bytes up to the last one that is not zero are mapped: a
+	// file a kill left is mapped at twice its size by Badger, the rest a
+	// hole, and on tmpfs a read of a hole through a mapping allocates a
+	// page (SIGBUS on a full one), where read(2) does not.
+	size, err := dataEnd(f)
+	if err != nil || size < vlogHeaderSize {
+		return nil, 0, err // Badger bootstraps a short one
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer syscall.Munmap(b)
+	if binary.BigEndian.Uint64(b[:8]) != 0 {
+		return nil, 0, nil // encrypted: not the store's
 	}
 	off := vlogHeaderSize
 	for {
@@ -435,17 +446,41 @@ func checkNewestVlog(dir string) (*DamagedFile, uint32, error) {
 		}
 		off += n
 	}
-	last := len(b) - 1
-	for last >= off && b[last] == 0 {
-		last--
-	}
-	for p := off + 1; p <= last; p++ {
+	for p := off + 1; p < len(b); p++ {
 		if vlogEntryAt(b, p) > 0 {
 			return &DamagedFile{Name: filepath.Base(newest), Reason: fmt.Sprintf(
 				"is damaged: the entry at byte %d fails its checksum and intact entries follow it (Badger's open would cut the file there, losing them)", off)}, uint32(fid), nil
 		}
 	}
 	return nil, 0, nil
+}
+
+// dataEnd is the offset past the last byte of f that is not zero, read
+// with read(2) a MiB at a time.
+func dataEnd(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 1<<20)
+	var end int64
+	for p := int64(0); p < st.Size(); {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), st.Size()-p)], p)
+		for i := n - 1; i >= 0; i-- {
+			if buf[i] != 0 {
+				end = p + int64(i) + 1
+				break
+			}
+		}
+		p += int64(n)
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return end, nil
 }
 
 const vlogHeaderSize = 20 // Badger's value-log file header: key id, IV
