@@ -33,13 +33,13 @@ type DamagedFile struct {
 }
 
 // DamagedStoreError is returned by Open when files of the Badger store are
-// damaged (or missing) and Options.RepairStore is not set; it names each
-// file and what is wrong with it.
+// damaged (or missing) and Options.RepairStore is not set, or cannot open
+// the store anyway; it names each file and what is wrong with it.
 type DamagedStoreError struct {
 	Dir   string
 	Files []DamagedFile
 	// Repairable is whether Options.RepairStore can open the store
-	// anyway (it cannot rebuild a damaged MANIFEST).
+	// anyway (it cannot rebuild a MANIFEST damaged before its end).
 	Repairable bool
 }
 
@@ -55,6 +55,7 @@ func (e *DamagedStoreError) Error() string {
 		switch {
 		case f.Name == badger.ManifestFilename:
 			kind = "badger"
+			tables++ // a cut one: its tables are set aside
 		case strings.HasSuffix(f.Name, ".vlog"):
 			kind = "badger value log"
 			vlogs++
@@ -88,7 +89,10 @@ func (e *DamagedStoreError) Error() string {
 type storeTables struct {
 	listed  map[uint64]badger.TableManifest
 	damaged []DamagedFile
-	ids     []uint64 // of damaged, in the same order
+	ids     []uint64 // the damaged or missing tables the MANIFEST lists
+	// cut: the tables only the MANIFEST's damaged tail lists (see
+	// checkTables), which Badger's open would delete.
+	cut []uint64
 }
 
 // checkTables reads Badger's MANIFEST in dir and checks every table it
@@ -114,12 +118,38 @@ func checkTables(dir string, bo badger.Options) (storeTables, error) {
 		return st, err
 	}
 	defer f.Close()
-	m, _, err := badger.ReplayManifestFile(f, bo.ExternalMagicVersion, bo)
+	m, end, err := badger.ReplayManifestFile(f, bo.ExternalMagicVersion, bo)
 	if err != nil {
 		st.damaged = append(st.damaged, DamagedFile{Name: badger.ManifestFilename, Reason: "cannot be read: " + err.Error()})
 		return st, nil
 	}
 	st.listed = m.Tables
+	// Badger's replay stops at a change set it cannot read whole and
+	// takes the rest for a write torn by a crash: its open cuts it off
+	// and deletes every table the MANIFEST then does not list. A damaged
+	// length field reads that way too, and the tables it deletes are then
+	// ones that hold data. A torn append lists at most the tables of one
+	// flush or compaction, which the store has not used yet: tables not
+	// listed are damage only when the MANIFEST is cut too, and then they
+	// are reported rather than deleted.
+	if fi, err := f.Stat(); err == nil && end < fi.Size() {
+		ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+		var names []string
+		for _, p := range ssts {
+			if id, ok := table.ParseFileID(p); ok {
+				if _, listed := m.Tables[id]; !listed {
+					st.cut = append(st.cut, id)
+					names = append(names, filepath.Base(p))
+				}
+			}
+		}
+		if len(st.cut) > 0 {
+			slices.Sort(names)
+			st.damaged = append(st.damaged, DamagedFile{Name: badger.ManifestFilename, Reason: fmt.Sprintf(
+				"is damaged: its last %d bytes do not read as a change set, and Badger's open would cut them off and delete the tables they list (%s)",
+				fi.Size()-end, strings.Join(names, ", "))})
+		}
+	}
 	ids := make([]uint64, 0, len(m.Tables))
 	for id := range m.Tables {
 		ids = append(ids, id)
@@ -204,10 +234,10 @@ func tableBlockReason(err error) string {
 	return "is damaged: " + err.Error()
 }
 
-// setAside moves the damaged tables of st out of dir into a new
-// damaged-<time> folder in dir, with a copy of the MANIFEST as it was, and
-// then removes them from Badger's MANIFEST, so that Badger opens what
-// remains. The files are moved first: Badger deletes a table file its
+// setAside moves the damaged tables of st (and those only a damaged tail
+// of the MANIFEST lists) out of dir into a new damaged-<time> folder in
+// dir, with a copy of the MANIFEST as it was, and then removes them from
+// Badger's MANIFEST, so that Badger opens what remains. The files are moved first: Badger deletes a table file its
 // MANIFEST does not list, and an interrupted repair is simply done again
 // (a listed table that is missing is set aside by removing it from the
 // MANIFEST). It returns the folder.
@@ -227,14 +257,18 @@ func setAside(dir string, st storeTables, bo badger.Options, now time.Time) (str
 	if err := copyFile(manifest, filepath.Join(aside, badger.ManifestFilename)); err != nil {
 		return aside, fmt.Errorf("copy the MANIFEST to %s: %w", aside, err)
 	}
-	for _, d := range st.damaged {
-		err := os.Rename(filepath.Join(dir, d.Name), filepath.Join(aside, d.Name))
+	for _, id := range slices.Concat(st.ids, st.cut) {
+		name := table.IDToFilename(id)
+		err := os.Rename(filepath.Join(dir, name), filepath.Join(aside, name))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return aside, fmt.Errorf("move %s to %s: %w", d.Name, aside, err)
+			return aside, fmt.Errorf("move %s to %s: %w", name, aside, err)
 		}
 	}
 	if err := syncDirs(aside, dir); err != nil {
 		return aside, err
+	}
+	if len(st.ids) == 0 {
+		return aside, nil // a cut MANIFEST: Badger's open cuts it
 	}
 	changes := make([]*pb.ManifestChange, 0, len(st.ids))
 	for _, id := range st.ids {

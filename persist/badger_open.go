@@ -107,6 +107,10 @@ func checkStore(dir string, bo badger.Options, repair bool, logf func(string, ..
 			return fmt.Errorf("persist: repair the store in %s: %w", dir, err)
 		}
 		for _, d := range st.damaged {
+			if d.Name == badger.ManifestFilename {
+				logf("persist: repair: badger MANIFEST %s: those tables are moved to %s, and Badger's open cuts the MANIFEST", d.Reason, aside)
+				continue
+			}
 			logf("persist: repair: badger table %s %s: moved to %s and removed from the MANIFEST", d.Name, d.Reason, aside)
 		}
 		logf("persist: repair: %d of %d tables set aside (the MANIFEST as it was is in %s too). "+
@@ -114,7 +118,7 @@ func checkStore(dir string, bo badger.Options, repair bool, logf func(string, ..
 			"was in them are gone; where an older version of one is in another table, that one shows again "+
 			"(a message settled earlier may be delivered again, a deleted queue may come back). Queue entries whose message "+
 			"is gone are dropped at recovery, each with a notice",
-			len(st.damaged), len(st.listed), aside)
+			len(st.ids)+len(st.cut), len(st.listed)+len(st.cut), aside)
 	}
 	if vlog != nil {
 		if err := newVlogFile(dir, vfid+1); err != nil {

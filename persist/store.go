@@ -224,7 +224,8 @@ type Options struct {
 	// keys in other tables show again). A message whose body fails its
 	// checksum in the value log is dropped by RecoverQueue with a notice
 	// instead of failing it; the value-log file stays, as it holds the
-	// intact bodies too. A damaged MANIFEST is not repaired.
+	// intact bodies too. A MANIFEST is repaired only when its end is what
+	// is damaged (the tables only that end lists are moved aside).
 	RepairStore bool
 	// DiskFreeLimit, when not 0, has the message log look at the free
 	// space on its file system before it writes (at least every MiB or
