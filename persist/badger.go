@@ -50,22 +50,19 @@ func Open(dir string, opts Options) (Store, error) {
 		// panic in its own goroutine that no recover reaches.
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true)
-	if opts.Logger != nil {
-		bo = bo.WithLogger(badgerLogger{opts.Logger})
-	} else {
-		bo = bo.WithLogger(nil)
-	}
+	faults := &valueFaults{}
+	bo = bo.WithLogger(badgerLogger{f: opts.Logger, faults: faults})
 	if opts.MemTableSize > 0 {
 		bo = bo.WithMemTableSize(opts.MemTableSize)
 		// Badger refuses a value threshold above its largest batch.
 		bo = bo.WithValueThreshold(min(bo.ValueThreshold, opts.MemTableSize*15/100/4))
 	}
-	db, err := openBadger(dir, bo, opts.Logger)
+	db, err := openBadger(dir, bo, opts.RepairStore, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	k := &badgerKV{db: db, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
-	lo := logOptions{dir: filepath.Join(dir, walDir), noSync: opts.NoSync, repair: opts.RepairLog,
+	k := &badgerKV{db: db, faults: faults, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
+	lo := logOptions{dir: filepath.Join(dir, walDir), noSync: opts.NoSync, repair: opts.RepairLog, repairValues: opts.RepairStore,
 		diskFreeLimit: opts.DiskFreeLimit, onDiskLow: opts.OnDiskLow}
 	if opts.NoWAL {
 		lo.dir = ""
@@ -96,6 +93,7 @@ func Open(dir string, opts Options) (Store, error) {
 
 type badgerKV struct {
 	db        *badger.DB
+	faults    *valueFaults // what Badger logged about values it could not read
 	threshold int64
 	stop      chan struct{} // closed by close: the GC goroutine exits
 	gcDone    chan struct{} // closed when the GC goroutine has exited
@@ -177,10 +175,12 @@ func (k *badgerKV) close() error {
 	return k.closeErr
 }
 
-func (k *badgerKV) begin() kvTxn { return badgerTxn{badgerReader{k.db.NewTransaction(true)}} }
+func (k *badgerKV) begin() kvTxn {
+	return badgerTxn{badgerReader{k.db.NewTransaction(true), k.faults}}
+}
 
 func (k *badgerKV) view(fn func(r kvReader) error) error {
-	return k.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn}) })
+	return k.db.View(func(txn *badger.Txn) error { return fn(badgerReader{txn, k.faults}) })
 }
 
 func (k *badgerKV) limits() (int64, int64) {
@@ -197,7 +197,21 @@ func (k *badgerKV) entrySize(klen, vlen int) int64 {
 	return int64(klen) + 12 + 12
 }
 
-type badgerReader struct{ txn *badger.Txn }
+type badgerReader struct {
+	txn    *badger.Txn
+	faults *valueFaults
+}
+
+// value yields item's value to fn, or the error for a value Badger could
+// not read (which it yields as an empty value: see valueFaults).
+func (r badgerReader) value(item *badger.Item, fn func([]byte) error) error {
+	return item.Value(func(v []byte) error {
+		if len(v) == 0 && item.ValueSize() > 0 {
+			return r.faults.fault(item.Key())
+		}
+		return fn(v)
+	})
+}
 
 func (r badgerReader) get(key []byte, fn func([]byte) error) error {
 	item, err := r.txn.Get(key)
@@ -207,7 +221,7 @@ func (r badgerReader) get(key []byte, fn func([]byte) error) error {
 	if err != nil {
 		return err
 	}
-	return item.Value(fn)
+	return r.value(item, fn)
 }
 
 func (r badgerReader) scan(prefix []byte, keysOnly bool, fn func(k, v []byte) error) error {
@@ -230,6 +244,9 @@ func (r badgerReader) scanFrom(prefix, start []byte, keysOnly bool, fn func(k, v
 			var err error
 			if buf, err = item.ValueCopy(buf[:0]); err != nil {
 				return err
+			}
+			if len(buf) == 0 && item.ValueSize() > 0 {
+				return r.faults.fault(item.Key())
 			}
 			v = buf
 		}
@@ -268,7 +285,7 @@ func (r badgerReader) getSorted(keys [][]byte, fn func(i int, v []byte) error) e
 		if !bytes.Equal(it.Item().Key(), k) {
 			continue
 		}
-		if err := it.Item().Value(func(v []byte) error { return fn(i, v) }); err != nil {
+		if err := r.value(it.Item(), func(v []byte) error { return fn(i, v) }); err != nil {
 			return err
 		}
 		it.Next()
@@ -290,9 +307,24 @@ func (t badgerTxn) del(k []byte) error    { return tooBig(t.txn.Delete(k)) }
 func (t badgerTxn) commit() error         { return tooBig(t.txn.Commit()) }
 func (t badgerTxn) discard()              { t.txn.Discard() }
 
-type badgerLogger struct{ f func(string, ...any) }
+// badgerLogger passes Badger's warnings and errors to f (when not nil) and
+// its errors for values it could not read to faults.
+type badgerLogger struct {
+	f      func(string, ...any)
+	faults *valueFaults
+}
 
-func (l badgerLogger) Errorf(f string, a ...any)   { l.f("badger: error: "+f, a...) }
-func (l badgerLogger) Warningf(f string, a ...any) { l.f("badger: warning: "+f, a...) }
-func (badgerLogger) Infof(string, ...any)          {}
-func (badgerLogger) Debugf(string, ...any)         {}
+func (l badgerLogger) Errorf(f string, a ...any) {
+	l.faults.note(f, a)
+	if l.f != nil {
+		l.f("badger: error: "+f, a...)
+	}
+}
+
+func (l badgerLogger) Warningf(f string, a ...any) {
+	if l.f != nil {
+		l.f("badger: warning: "+f, a...)
+	}
+}
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

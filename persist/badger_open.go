@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -26,7 +28,13 @@ const openMinFree = 1
 // ("Create a new file"; upstream issue 2207) although the file holds
 // nothing: such files are removed first. Should an open still fail that
 // way, it is tried once more, as it then succeeds.
-func openBadger(dir string, bo badger.Options, logf func(string, ...any)) (*badger.DB, error) {
+//
+// Every table and the newest value-log file are checked before Badger
+// opens (checkStore): damage stops the open with a *DamagedStoreError
+// naming the file, unless repair is set; then a damaged table is moved
+// aside (setAside) and the open goes on without it, and a damaged value
+// log is kept whole (newVlogFile).
+func openBadger(dir string, bo badger.Options, repair bool, logf func(string, ...any)) (*badger.DB, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -45,6 +53,9 @@ func openBadger(dir string, bo badger.Options, logf func(string, ...any)) (*badg
 			}
 		}
 	}
+	if err := checkStore(dir, bo, repair, logf); err != nil {
+		return nil, err
+	}
 	db, err := badger.Open(bo)
 	if err != nil && strings.Contains(err.Error(), "Create a new file") {
 		logf("persist: open %s: %v; trying again (a memtable file was left uninitialised by a crash)", dir, err)
@@ -56,26 +67,68 @@ func openBadger(dir string, bo badger.Options, logf func(string, ...any)) (*badg
 		}
 		return nil, fmt.Errorf("persist: open %s: %w", dir, err)
 	}
-	if err := verifyTables(db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("persist: the store in %s is damaged: %w; restore it from a backup (the message log cannot rebuild it)", dir, err)
-	}
 	return db, nil
 }
 
-// verifyTables checks every block of every table. A block that fails its
-// checksum at run time reads as the end of the table in Badger's lookups
-// and iterators (the error is dropped), so damage there would read as
-// missing messages; checked once at open, it stops the start instead.
-// Badger 4.9 dereferences nil while it words that error, so the panic is
-// taken for the damage it reports.
-func verifyTables(db *badger.DB) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("a table block fails its checksum")
+// checkStore checks the tables (checkTables) and the newest value-log file
+// (checkNewestVlog) in dir, under Badger's directory lock, and with repair
+// sets what is damaged aside, saying through logf what it did and what
+// that means.
+func checkStore(dir string, bo badger.Options, repair bool, logf func(string, ...any)) error {
+	lock, ok := lockDir(dir)
+	if !ok {
+		return nil // in use: badger.Open says so
+	}
+	defer lock.Close()
+	st, err := checkTables(dir, bo)
+	if err != nil {
+		return fmt.Errorf("persist: check the tables in %s: %w", dir, err)
+	}
+	vlog, vfid, err := checkNewestVlog(dir)
+	if err != nil {
+		return fmt.Errorf("persist: check the value log in %s: %w", dir, err)
+	}
+	if len(st.damaged) == 0 && vlog == nil {
+		return nil
+	}
+	files := slices.Clone(st.damaged)
+	if vlog != nil {
+		files = append(files, *vlog)
+	}
+	// Without a MANIFEST nothing says which table is at which level: no
+	// repair rebuilds that.
+	manifestBad := st.listed == nil && len(st.damaged) > 0
+	if manifestBad || !repair {
+		return &DamagedStoreError{Dir: dir, Files: files, Repairable: !manifestBad}
+	}
+	if len(st.damaged) > 0 {
+		aside, err := setAside(dir, st, bo, time.Now())
+		if err != nil {
+			return fmt.Errorf("persist: repair the store in %s: %w", dir, err)
 		}
-	}()
-	return db.VerifyChecksum()
+		for _, d := range st.damaged {
+			if d.Name == badger.ManifestFilename {
+				logf("persist: repair: badger MANIFEST %s: those tables are moved to %s, and Badger's open cuts the MANIFEST", d.Reason, aside)
+				continue
+			}
+			logf("persist: repair: badger table %s %s: moved to %s and removed from the MANIFEST", d.Name, d.Reason, aside)
+		}
+		logf("persist: repair: %d of %d tables set aside (the MANIFEST as it was is in %s too). "+
+			"The messages, queue entries and definitions (exchanges, queues, bindings, users, policies) whose latest version "+
+			"was in them are gone; where an older version of one is in another table, that one shows again "+
+			"(a message settled earlier may be delivered again, a deleted queue may come back). Queue entries whose message "+
+			"is gone are dropped at recovery, each with a notice",
+			len(st.ids)+len(st.cut), len(st.listed)+len(st.cut), aside)
+	}
+	if vlog != nil {
+		if err := newVlogFile(dir, vfid+1); err != nil {
+			return fmt.Errorf("persist: repair the store in %s: %w", dir, err)
+		}
+		logf("persist: repair: badger value log %s %s: it stays where it is, as it holds intact message bodies too; "+
+			"an empty %06d.vlog is made so that Badger's open does not cut it. The messages whose bodies are damaged "+
+			"are dropped when their queues are recovered, each with a notice", vlog.Name, vlog.Reason, vfid+1)
+	}
+	return nil
 }
 
 // freeBytes is the space available to the broker on dir's file system.

@@ -2,6 +2,7 @@ package persist_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,7 +18,10 @@ import (
 // store's files (Badger's tables, value log, manifest, key registry; the
 // message log has its own test) of a closed store, many times: each time
 // the store either refuses (to open, or to read what is damaged) or gives
-// back exactly what was stored. Damage must never read as data.
+// back exactly what was stored. Damage must never read as data. A refusal
+// for a damaged table, value log or MANIFEST names the file, and then
+// Options.RepairStore opens the store (for the MANIFEST only when its tail
+// is what is damaged) with nothing damaged in it.
 func TestBadgerRandomDamage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens Badger many times")
@@ -53,7 +57,7 @@ func TestBadgerRandomDamage(t *testing.T) {
 		return nil
 	})
 	rng := rand.New(rand.NewPCG(damageSeed(), 11))
-	refused, intact := 0, 0
+	refused, intact, repaired, lost := 0, 0, 0, 0
 	for round := range damageRounds() {
 		dir := t.TempDir()
 		for _, f := range files {
@@ -77,36 +81,78 @@ func TestBadgerRandomDamage(t *testing.T) {
 		b[at] ^= byte(1 + rng.IntN(255))
 		os.WriteFile(filepath.Join(dir, rel), b, 0o644)
 
-		d, err := persist.Open(dir, o)
-		if err != nil {
-			refused++
+		kind := filepath.Ext(rel)
+		if filepath.Base(rel) == "MANIFEST" {
+			kind = "MANIFEST"
+		}
+		got, err := openAndRecover(dir, o, q.ID)
+		if err == nil {
+			for id, w := range want {
+				g, ok := got[id]
+				if !ok {
+					// A message whose entry the damage took away was reported
+					// (RecoverQueue drops and logs an entry without a body) or
+					// is missing: either way it is loss.
+					t.Fatalf("round %d: byte %d of %s changed: message %d is gone without an error", round, at, rel, id)
+				}
+				if !bytes.Equal(g.Body, w.Body) || g.RoutingKey != w.RoutingKey || !bytes.Equal(g.Props, w.Props) {
+					t.Fatalf("round %d: byte %d of %s changed: message %d reads back damaged", round, at, rel, id)
+				}
+			}
+			intact++
 			continue
 		}
-		got := map[uint64]persist.MessageRecord{}
-		_, rerr := d.RecoverQueue(q.ID, func(e persist.RecoveredEntry) error {
-			got[e.MsgID] = e.Msg
-			return nil
-		})
-		d.Close()
+		refused++
+		// A refusal for damage in a table, a value log or the MANIFEST
+		// names the file; then the repair opens the store, unless it is
+		// the MANIFEST, and what it gives back is exactly what was stored.
+		if kind != ".sst" && kind != ".vlog" && kind != "MANIFEST" {
+			continue
+		}
+		if !strings.Contains(err.Error(), filepath.Base(rel)) {
+			t.Fatalf("round %d: byte %d of %s changed: the refusal does not name the file: %v", round, at, rel, err)
+		}
+		ro := o
+		ro.RepairStore = true
+		got, rerr := openAndRecover(dir, ro, q.ID)
+		if kind == "MANIFEST" && rerr != nil {
+			// Not repairable unless its tail is cut (see checkTables).
+			var de *persist.DamagedStoreError
+			if !errors.As(rerr, &de) || de.Repairable {
+				t.Fatalf("round %d: byte %d of %s changed: the repair says %v, want a DamagedStoreError that is not repairable", round, at, rel, rerr)
+			}
+			continue
+		}
 		if rerr != nil {
-			refused++
-			continue
+			t.Fatalf("round %d: byte %d of %s changed (%v): the repair fails: %v", round, at, rel, err, rerr)
 		}
-		for id, w := range want {
-			g, ok := got[id]
-			if !ok {
-				// A message whose entry the damage took away was reported
-				// (RecoverQueue drops and logs an entry without a body) or
-				// is missing: either way it is loss.
-				t.Fatalf("round %d: byte %d of %s changed: message %d is gone without an error", round, at, rel, id)
-			}
-			if !bytes.Equal(g.Body, w.Body) || g.RoutingKey != w.RoutingKey || !bytes.Equal(g.Props, w.Props) {
-				t.Fatalf("round %d: byte %d of %s changed: message %d reads back damaged", round, at, rel, id)
+		for id, g := range got {
+			if w := want[id]; !bytes.Equal(g.Body, w.Body) || g.RoutingKey != w.RoutingKey || !bytes.Equal(g.Props, w.Props) {
+				t.Fatalf("round %d: byte %d of %s changed: after the repair message %d reads back damaged", round, at, rel, id)
 			}
 		}
-		intact++
+		repaired++
+		lost += len(want) - len(got)
 	}
-	t.Logf("%d flips refused, %d left everything intact", refused, intact)
+	t.Logf("%d flips refused (%d of them repaired, losing %d messages in all), %d left everything intact", refused, repaired, lost, intact)
+}
+
+// openAndRecover opens the store in dir and recovers queue qid.
+func openAndRecover(dir string, o persist.Options, qid uint64) (map[uint64]persist.MessageRecord, error) {
+	d, err := persist.Open(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	got := map[uint64]persist.MessageRecord{}
+	_, err = d.RecoverQueue(qid, func(e persist.RecoveredEntry) error {
+		got[e.MsgID] = e.Msg
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
 }
 
 // damageSeed and damageRounds let a longer run be asked for by hand:

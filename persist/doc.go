@@ -85,6 +85,29 @@
 // A failed log write fails the batch's ops and abandons the segment, so no
 // valid record ever follows a damaged one.
 //
+// # Damage
+//
+// Open checks the Badger files before Badger opens them (badger_check.go):
+// every table the MANIFEST lists, block by block; the newest value-log
+// file, which Badger's open would otherwise cut at the damage (it takes an
+// entry that fails its CRC for a write torn by a crash); and the MANIFEST,
+// which its open would cut the same way, deleting the tables only the cut
+// part lists. Damage is a
+// *DamagedStoreError naming the file. Bodies in older value-log files are
+// checked when read; Badger's Item.Value yields an empty value for one it
+// cannot read and logs why, so an empty value is the fault, named from
+// that log line (valueFaults), and RecoverQueue fails with it.
+//
+// With Options.RepairStore a damaged or missing table is moved to a new
+// damaged-<time> folder in the store's directory (with a copy of the
+// MANIFEST; for a cut MANIFEST, the tables only its tail lists) and then
+// removed from the MANIFEST, by appending a change set
+// as Badger does; what it held is lost and older versions of its keys may
+// show again. A damaged newest value-log file stays, and an empty one is
+// made after it for Badger's open to scan. RecoverQueue then drops, with a
+// notice each, the entries whose bodies cannot be read, as it drops those
+// whose bodies are missing. Every step is logged through Options.Logger.
+//
 // # Goroutines and locks
 //
 //   - the committer (one per store): started by Open/OpenMemory, exits in

@@ -12,6 +12,8 @@ import (
 type engine struct {
 	kv  kv
 	log func(format string, args ...any)
+	// repairValues: see logOptions.
+	repairValues bool
 
 	// mu guards the batch being filled and closed.
 	mu     sync.Mutex
@@ -119,6 +121,9 @@ type logOptions struct {
 	dir    string // where the log is kept; "" for none
 	noSync bool   // no fdatasync (benchmarks)
 	repair bool   // drop damaged records at replay instead of failing
+	// repairValues: RecoverQueue drops an entry whose body fails its
+	// checksum instead of failing (Options.RepairStore).
+	repairValues bool
 	// diskFreeLimit and onDiskLow: see Options.
 	diskFreeLimit uint64
 	onDiskLow     func(free uint64)
@@ -141,6 +146,8 @@ func newEngine(k kv, logf func(string, ...any), lo logOptions) (*engine, error) 
 		refs:    newRefTable(),
 		ov:      make(map[uint64]int64),
 		chunked: make(map[uint64]uint32),
+
+		repairValues: lo.repairValues,
 
 		fold:          make(map[entryRef]*QueueSeq),
 		foldDelivered: make(map[entryRef]struct{}),
@@ -397,6 +404,14 @@ func (s *engine) RecoverQueue(queueID uint64, fn func(e RecoveredEntry) error) (
 				e.Msg = m
 				return err
 			})
+			if errors.Is(err, errValueDamaged) {
+				if !s.repairValues {
+					return fmt.Errorf("message %d: %w; start with --repair-store to drop the messages whose bodies are damaged (each with a notice) and keep the rest", msgID, err)
+				}
+				s.log("persist: repair: queue %d seq %d: message %d dropped, its body is lost: %v", queueID, seq, msgID, err)
+				dangling = append(dangling, QueueSeq{QueueID: queueID, Seq: seq, MsgID: msgID})
+				return nil
+			}
 			if errors.Is(err, ErrNotFound) {
 				s.log("persist: queue %d seq %d: body %d missing; entry dropped", queueID, seq, msgID)
 				dangling = append(dangling, QueueSeq{QueueID: queueID, Seq: seq, MsgID: msgID})

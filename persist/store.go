@@ -217,6 +217,18 @@ type Options struct {
 	// the file and the bytes, and everything else is replayed. Without it
 	// Open fails with a *CorruptLogError.
 	RepairLog bool
+	// RepairStore lets Open go past damaged or missing tables of the
+	// Badger store (see DamagedStoreError): each is moved to a new
+	// damaged-<time> folder in dir (never deleted), with a copy of
+	// Badger's MANIFEST as it was, and removed from the MANIFEST; Open
+	// then opens the rest and says through Logger what it moved and what
+	// that means (what the tables held is gone; older versions of their
+	// keys in other tables show again). A message whose body fails its
+	// checksum in the value log is dropped by RecoverQueue with a notice
+	// instead of failing it; the value-log file stays, as it holds the
+	// intact bodies too. A MANIFEST is repaired only when its end is what
+	// is damaged (the tables only that end lists are moved aside).
+	RepairStore bool
 	// DiskFreeLimit, when not 0, has the message log look at the free
 	// space on its file system before it writes (at least every MiB or
 	// 100 ms, and before every record once it is low): when a record would

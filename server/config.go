@@ -77,6 +77,12 @@ type Config struct {
 	// (persist.Options.RepairLog): the damaged records are dropped, and
 	// the log says which. Without it a damaged log stops start-up.
 	RepairMessageLog bool
+	// RepairStore lets start-up go past damaged Badger tables and message
+	// bodies (persist.Options.RepairStore): damaged tables are moved to a
+	// damaged-<time> folder in DataDir, messages whose bodies are damaged
+	// are dropped, and the log says which. Without it either stops
+	// start-up with an error naming the file.
+	RepairStore bool
 
 	// hooks are the settings only tests make (servertest's options, or a
 	// Config literal in package server's own tests).

@@ -100,8 +100,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.hooks.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
-			Logger:    func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
-			RepairLog: cfg.RepairMessageLog,
+			Logger:      func(format string, args ...any) { s.log.Warn().Msgf(format, args...) },
+			RepairLog:   cfg.RepairMessageLog,
+			RepairStore: cfg.RepairStore,
 			// The log's own look at the disk raises the alarm between
 			// two polls.
 			DiskFreeLimit: cfg.DiskFreeLimit,

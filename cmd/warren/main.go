@@ -78,6 +78,7 @@ type settings struct {
 	memWatermark                               string
 	diskFreeLimit                              string
 	repairLog                                  bool
+	repairStore                                bool
 	tlsCA                                      string
 	showVersion                                bool
 	manPage                                    bool
@@ -126,6 +127,7 @@ func newFlags(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.memWatermark, "vm-memory-high-watermark", strconv.FormatFloat(d.MemoryHighWatermark, 'g', -1, 64), "memory alarm threshold: a fraction of the machine's memory (0.4) or an absolute size (2GB); publishers are blocked above it")
 	fs.StringVar(&s.diskFreeLimit, "disk-free-limit", formatSize(d.DiskFreeLimit), "disk alarm threshold: free space under --data-dir (50MB, 2GiB) or mem_relative:F (F times the machine's memory); publishers are blocked below it")
 	fs.BoolVar(&s.repairLog, "repair-message-log", d.RepairMessageLog, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
+	fs.BoolVar(&s.repairStore, "repair-store", d.RepairStore, "start even if tables or message bodies of the store are damaged: damaged tables are moved to a damaged-<time> folder in --data-dir (never deleted) and what they held is lost, messages whose bodies are damaged are dropped; the log names each; without it such a start fails with an error naming the file")
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
 	fs.BoolVar(&s.showVersion, "version", false, "print the version, commit and Go version, and exit")
 	fs.BoolVar(&s.manPage, "man-page", false, "print the warren(8) manual page (roff), generated from these flags, and exit")
@@ -203,6 +205,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxUnackedPerConnection:  s.maxUnacked,
 		LoopbackUsers:            splitList(s.loopbackUsers),
 		RepairMessageLog:         s.repairLog,
+		RepairStore:              s.repairStore,
 		MemoryHighWatermark:      wmFraction,
 		MemoryHighWatermarkBytes: wmBytes,
 		DiskFreeLimit:            diskLimit,
