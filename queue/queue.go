@@ -166,6 +166,12 @@ type (
 		// were.
 		Purge() int
 	}
+	// Stopper is a queue with timers of its own (expiry), which a broker
+	// shutting down stops.
+	Stopper interface {
+		// Stop ends the queue's timers; the queue keeps its messages.
+		Stop()
+	}
 	// LimitSetter is a queue whose limits follow policies.
 	LimitSetter interface {
 		// SetLimits replaces the queue's limits (a policy changed).

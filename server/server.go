@@ -273,6 +273,7 @@ func (s *Server) shutdown() {
 		c.forceClose("broker shutdown")
 	}
 	s.wg.Wait()
+	s.stopQueues()
 	// A store that cannot flush (its directory gone, a dead disk) may
 	// retry for ever; shutdown does not wait for it beyond a bound.
 	closed := make(chan error, 1)
@@ -317,3 +318,17 @@ func (s *Server) registerTypes() {
 // spillDir is where non-durable queues spill: a directory under the data
 // directory, emptied at every start.
 func (s *Server) spillDir() string { return filepath.Join(s.cfg.DataDir, "spill") }
+
+// stopQueues stops the queues' timers, before the store closes: nothing
+// expires or is settled into a closed store.
+func (s *Server) stopQueues() {
+	s.vhostsMu.RLock()
+	defer s.vhostsMu.RUnlock()
+	for _, v := range s.vhosts {
+		for _, q := range v.queueList() {
+			if st, ok := q.(queue.Stopper); ok {
+				st.Stop()
+			}
+		}
+	}
+}

@@ -55,6 +55,7 @@ type Queue struct {
 	seq         uint64
 	unacked     int
 	deleted     bool
+	stopped     bool // Stop was called: no timer runs or is armed again
 	dead        []queue.Dead  // dead letters waiting to be reported after unlock
 	removed     []queue.Entry // removed entries waiting to be reported after unlock
 	ttlTimer    *time.Timer
@@ -122,7 +123,7 @@ func (q *Queue) Limits() queue.Limits {
 // queued keep the expiry they were given.
 func (q *Queue) SetLimits(l queue.Limits) {
 	q.mu.Lock()
-	if q.deleted {
+	if q.deleted || q.stopped {
 		q.mu.Unlock()
 		return
 	}
@@ -335,7 +336,7 @@ func (q *Queue) dropExpired(now time.Time) {
 // happens without consumers. q.mu must be held.
 func (q *Queue) armTTL() {
 	e, ok := q.backlog.Peek()
-	if !ok || e.Expires == 0 || q.deleted {
+	if !ok || e.Expires == 0 || q.deleted || q.stopped {
 		return
 	}
 	if q.ttlAt != 0 && q.ttlAt <= e.Expires {
@@ -353,7 +354,7 @@ func (q *Queue) armTTL() {
 func (q *Queue) ttlTick() {
 	q.mu.Lock()
 	q.ttlAt = 0
-	if !q.deleted {
+	if !q.deleted && !q.stopped {
 		q.dropExpired(q.now())
 		q.dispatch()
 		q.armTTL()
@@ -573,7 +574,7 @@ func (q *Queue) Touch() {
 // expireCheck runs on the x-expires timer.
 func (q *Queue) expireCheck() {
 	q.mu.Lock()
-	if q.deleted || len(q.consumers) > 0 || q.limits.Expires <= 0 {
+	if q.deleted || q.stopped || len(q.consumers) > 0 || q.limits.Expires <= 0 {
 		q.mu.Unlock()
 		return
 	}
@@ -647,7 +648,7 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) (autoDelete bool) {
 		}
 	}
 	q.lastUsed = q.now()
-	if len(q.consumers) == 0 && q.expTimer != nil && !q.deleted {
+	if len(q.consumers) == 0 && q.expTimer != nil && !q.deleted && !q.stopped {
 		q.expTimer.Reset(q.limits.Expires)
 	}
 	return q.decl.AutoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.deleted
@@ -729,4 +730,20 @@ func (q *Queue) Delete(ifUnused, ifEmpty bool) (ready int, consumers []queue.Con
 	}
 	q.consumers = nil
 	return ready, consumers, nil
+}
+
+// Stop implements queue.Stopper: the queue's TTL and x-expires timers end,
+// and none is armed again, for a broker shutting down (nothing expires
+// into a closed store). The queue keeps its messages.
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
+	if q.ttlTimer != nil {
+		q.ttlTimer.Stop()
+		q.ttlAt = 0
+	}
+	if q.expTimer != nil {
+		q.expTimer.Stop()
+	}
 }

@@ -466,3 +466,23 @@ func TestSingleActiveRefusesExclusiveConsumer(t *testing.T) {
 		t.Fatalf("exclusive consumer of a single-active-consumer queue: %v, want queue.ErrExclusiveConsumer", err)
 	}
 }
+
+// TestStopEndsTimers: after Stop no expiry timer is armed, and none is
+// armed again by a later enqueue or policy change.
+func TestStopEndsTimers(t *testing.T) {
+	l, _ := queue.ParseArgs(map[string]any{"x-message-ttl": int32(60000), "x-expires": int32(60000)})
+	q := New(queue.Decl{Name: "q"}, Options{Limits: l})
+	q.Enqueue(msg("a"))
+	if q.ttlAt == 0 || q.expTimer == nil {
+		t.Fatal("no timers armed before Stop")
+	}
+	q.Stop()
+	if q.ttlTimer.Stop() || q.expTimer.Stop() || q.ttlAt != 0 {
+		t.Fatal("a timer was still armed after Stop")
+	}
+	q.Enqueue(msg("b"))
+	q.SetLimits(l)
+	if q.ttlTimer.Stop() || q.expTimer.Stop() || q.ttlAt != 0 {
+		t.Fatal("a timer was armed again after Stop")
+	}
+}
