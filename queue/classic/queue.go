@@ -55,7 +55,7 @@ type Queue struct {
 	seq         uint64
 	unacked     int
 	deleted     bool
-	stopped     bool // Stop was called: no timer runs or is armed again
+	stopped     bool          // Stop was called: no timer runs or is armed again
 	dead        []queue.Dead  // dead letters waiting to be reported after unlock
 	removed     []queue.Entry // removed entries waiting to be reported after unlock
 	ttlTimer    *time.Timer
