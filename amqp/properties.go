@@ -124,38 +124,19 @@ func walkProps(raw []byte, visit func(flag uint16, v []byte) error) error {
 		if flags&bit == 0 {
 			continue
 		}
-		var v []byte
-		switch bit {
-		case FlagHeaders:
-			if len(b) < 4 {
-				return errPropsTruncated
+		n, ok := propSize(bit, b)
+		if !ok {
+			return errPropsTruncated
+		}
+		v := b[:n]
+		if isShortstr(bit) {
+			v = v[1:]
+		}
+		b = b[n:]
+		if bit == FlagHeaders && visit == nil {
+			if err := validateTableBody(v[4:], 0); err != nil {
+				return err
 			}
-			n := binary.BigEndian.Uint32(b)
-			if uint64(n) > uint64(len(b)-4) {
-				return errPropsTruncated
-			}
-			v, b = b[:4+n], b[4+n:]
-			if visit == nil {
-				if err := validateTableBody(v[4:], 0); err != nil {
-					return err
-				}
-			}
-		case FlagDeliveryMode, FlagPriority:
-			if len(b) < 1 {
-				return errPropsTruncated
-			}
-			v, b = b[:1], b[1:]
-		case FlagTimestamp:
-			if len(b) < 8 {
-				return errPropsTruncated
-			}
-			v, b = b[:8], b[8:]
-		default: // shortstr
-			if len(b) < 1 || len(b) < 1+int(b[0]) {
-				return errPropsTruncated
-			}
-			n := int(b[0])
-			v, b = b[1:1+n], b[1+n:]
 		}
 		if visit != nil {
 			if err := visit(bit, v); err != nil {
@@ -293,6 +274,42 @@ func (p *Properties) Append(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// propSize is how many bytes the property bit takes at the start of b, its
+// length prefix included; false if b is too short for it.
+func propSize(bit uint16, b []byte) (int, bool) {
+	var n int
+	switch bit {
+	case FlagHeaders:
+		if len(b) < 4 {
+			return 0, false
+		}
+		l := binary.BigEndian.Uint32(b)
+		if uint64(l) > uint64(len(b)-4) {
+			return 0, false
+		}
+		n = 4 + int(l)
+	case FlagDeliveryMode, FlagPriority:
+		n = 1
+	case FlagTimestamp:
+		n = 8
+	default: // shortstr
+		if len(b) < 1 {
+			return 0, false
+		}
+		n = 1 + int(b[0])
+	}
+	return n, len(b) >= n
+}
+
+// isShortstr reports whether property bit is a short string.
+func isShortstr(bit uint16) bool {
+	switch bit {
+	case FlagHeaders, FlagDeliveryMode, FlagPriority, FlagTimestamp:
+		return false
+	}
+	return true
+}
+
 // findProp returns the encoded value of one property without allocating.
 // ok is false if the property is absent or the list is malformed up to it.
 func findProp(raw []byte, want uint16) (v []byte, ok bool) {
@@ -305,28 +322,8 @@ func findProp(raw []byte, want uint16) (v []byte, ok bool) {
 		if flags&bit == 0 {
 			continue
 		}
-		var n int
-		switch bit {
-		case FlagHeaders:
-			if len(b) < 4 {
-				return nil, false
-			}
-			l := binary.BigEndian.Uint32(b)
-			if uint64(l) > uint64(len(b)-4) {
-				return nil, false
-			}
-			n = 4 + int(l)
-		case FlagDeliveryMode, FlagPriority:
-			n = 1
-		case FlagTimestamp:
-			n = 8
-		default:
-			if len(b) < 1 {
-				return nil, false
-			}
-			n = 1 + int(b[0])
-		}
-		if len(b) < n {
+		n, ok := propSize(bit, b)
+		if !ok {
 			return nil, false
 		}
 		if bit == want {

@@ -1,7 +1,5 @@
 package amqp
 
-import "encoding/binary"
-
 // PropIndex is what a broker reads of a message's content properties, found
 // in one pass over the raw property list without allocating: the flags, the
 // one-byte properties, and where the string and headers properties are.
@@ -89,50 +87,27 @@ func indexProps(raw []byte) (PropIndex, error) {
 			continue
 		}
 		b := raw[pos:]
-		var n int
+		n, ok := propSize(bit, b)
+		if !ok {
+			return x, errPropsTruncated
+		}
+		s := span{uint32(pos + 1), uint32(pos + n)} // a short string's
 		switch bit {
 		case FlagHeaders:
-			if len(b) < 4 {
-				return x, errPropsTruncated
-			}
-			l := binary.BigEndian.Uint32(b)
-			if uint64(l) > uint64(len(b)-4) {
-				return x, errPropsTruncated
-			}
-			n = 4 + int(l)
 			if err := validateTableBody(b[4:n], 0); err != nil {
 				return x, err
 			}
 			x.headers = span{uint32(pos), uint32(pos + n)}
-		case FlagDeliveryMode, FlagPriority:
-			if len(b) < 1 {
-				return x, errPropsTruncated
-			}
-			n = 1
-			if bit == FlagDeliveryMode {
-				x.DeliveryMode = b[0]
-			} else {
-				x.Priority = b[0]
-			}
-		case FlagTimestamp:
-			if len(b) < 8 {
-				return x, errPropsTruncated
-			}
-			n = 8
-		default: // shortstr
-			if len(b) < 1 || len(b) < 1+int(b[0]) {
-				return x, errPropsTruncated
-			}
-			n = 1 + int(b[0])
-			s := span{uint32(pos + 1), uint32(pos + n)}
-			switch bit {
-			case FlagReplyTo:
-				x.replyTo = s
-			case FlagExpiration:
-				x.expiration = s
-			case FlagUserID:
-				x.userID = s
-			}
+		case FlagDeliveryMode:
+			x.DeliveryMode = b[0]
+		case FlagPriority:
+			x.Priority = b[0]
+		case FlagReplyTo:
+			x.replyTo = s
+		case FlagExpiration:
+			x.expiration = s
+		case FlagUserID:
+			x.userID = s
 		}
 		pos += n
 	}

@@ -145,9 +145,7 @@ func (q *Queue) SetLimits(l queue.Limits) {
 	case q.expTimer != nil:
 		q.expTimer.Stop()
 	}
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 }
 
 // EnqueueResult says what became of an enqueued message.
@@ -187,9 +185,7 @@ func (q *Queue) EnqueueFor(m *queue.Message, seq uint64, ctx any) EnqueueResult 
 	q.dctx = ctx
 	r := q.enqueueLocked(m, seq)
 	q.dctx = nil
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 	return r
 }
 
@@ -251,9 +247,7 @@ func (q *Queue) Recovered() {
 	q.mu.Lock()
 	q.dropExpired(q.now())
 	q.armTTL()
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 }
 
 // ExpiryFor is when m would expire if enqueued now (Unix ns; 0: never),
@@ -355,13 +349,9 @@ func (q *Queue) ttlTick() {
 	q.mu.Lock()
 	q.ttlAt = 0
 	if !q.deleted && !q.stopped {
-		q.dropExpired(q.now())
-		q.dispatch()
-		q.armTTL()
+		q.serveHead()
 	}
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 }
 
 // deadLetter records m for the DeadLetter hook if the queue has a
@@ -372,6 +362,14 @@ func (q *Queue) deadLetter(m *queue.Message, r queue.Reason) {
 		q.dead = append(q.dead, queue.Dead{Msg: m, Reason: r, Exchange: l.DeadLetterExchange,
 			RoutingKey: l.DeadLetterRoutingKey, HasRoutingKey: l.HasDLRK})
 	}
+}
+
+// unlockReport releases q.mu and then reports what was collected under
+// it.
+func (q *Queue) unlockReport() {
+	dead, removed := q.takeDead()
+	q.mu.Unlock()
+	q.report(dead, removed)
 }
 
 func (q *Queue) takeDead() ([]queue.Dead, []queue.Entry) {
@@ -431,6 +429,14 @@ func (q *Queue) offer(e queue.Entry) bool {
 	return false
 }
 
+// serveHead drops what expired at the head, hands ready entries to the
+// consumers and arms the expiry timer for the new head. q.mu must be held.
+func (q *Queue) serveHead() {
+	q.dropExpired(q.now())
+	q.dispatch()
+	q.armTTL()
+}
+
 // dispatch hands ready entries to consumers until either runs out.
 // q.mu must be held.
 func (q *Queue) dispatch() {
@@ -465,9 +471,7 @@ func (q *Queue) Kick(ctx any) {
 	q.dctx = ctx
 	q.dispatch()
 	q.dctx = nil
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 }
 
 // Withdraw takes back a message the store failed to write (m is marked
@@ -498,9 +502,7 @@ func (q *Queue) Get(noAck bool) (queue.Entry, int, bool) {
 		q.dropExpired(q.lastUsed)
 	}
 	n := q.backlog.Len()
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 	q.ctr.got(ok, noAck, e.Redelivered)
 	return e, n, ok
 }
@@ -528,9 +530,7 @@ func (q *Queue) settle(entries []queue.Entry, op queue.SettleOp) {
 		for _, e := range entries {
 			q.deadLetter(e.Msg, queue.Rejected)
 		}
-		dead, removed := q.takeDead()
-		q.mu.Unlock()
-		q.report(dead, removed)
+		q.unlockReport()
 	case queue.Requeue:
 		q.requeue(entries)
 	}
@@ -554,13 +554,9 @@ func (q *Queue) requeue(entries []queue.Entry) {
 		// Requeued messages take room again: at drop-head they are the
 		// first to go, as in RabbitMQ.
 		q.dropOver()
-		q.dropExpired(q.now())
-		q.dispatch()
-		q.armTTL()
+		q.serveHead()
 	}
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 }
 
 // Touch records a use of the queue (a re-declaration), restarting its
@@ -633,9 +629,7 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) (autoDelete bool) {
 	defer func() {
 		// Another consumer may take over (single active consumer).
 		q.dispatch()
-		dead, removed := q.takeDead()
-		q.mu.Unlock()
-		q.report(dead, removed)
+		q.unlockReport()
 	}()
 	for i, s := range q.consumers {
 		if s.tag == tag && s.c == c {
@@ -686,9 +680,7 @@ func (q *Queue) Stats() queue.Stats {
 		s.InMemory = pb.mem.Len()
 		s.InMemoryBytes = pb.mem.Bytes()
 	}
-	dead, removed := q.takeDead()
-	q.mu.Unlock()
-	q.report(dead, removed)
+	q.unlockReport()
 	return s
 }
 
