@@ -82,6 +82,21 @@ func (v *vhost) queueFor(a Actor, name string) (queue.Queue, error) {
 	return q, nil
 }
 
+// target is the queue an operation that needs perm acts on: after the
+// permission check, queueFor's, or with anyOwner the queue whoever owns it.
+func (v *vhost) target(a Actor, perm auth.Perm, name string, anyOwner bool) (queue.Queue, error) {
+	if err := v.check(a, perm, "queue", name); err != nil {
+		return nil, err
+	}
+	if !anyOwner {
+		return v.queueFor(a, name)
+	}
+	if q := v.lookupQueue(name); q != nil {
+		return q, nil
+	}
+	return nil, &NotFoundError{Kind: "queue", Name: name, VHost: v.name}
+}
+
 // QueueDeclare is a queue declaration (queue.declare).
 type QueueDeclare struct {
 	// Name is the queue's; "" asks for a generated amq.gen-* name (a
@@ -256,17 +271,9 @@ type QueueDelete struct {
 // DeleteQueue deletes a queue with its bindings and store record, and
 // cancels its consumers. It returns how many messages were ready.
 func (v *vhost) DeleteQueue(a Actor, d QueueDelete) (int, error) {
-	if err := v.check(a, auth.Configure, "queue", d.Name); err != nil {
+	q, err := v.target(a, auth.Configure, d.Name, d.AnyOwner)
+	if err != nil {
 		return 0, err
-	}
-	q := v.lookupQueue(d.Name)
-	if !d.AnyOwner {
-		var err error
-		if q, err = v.queueFor(a, d.Name); err != nil {
-			return 0, err
-		}
-	} else if q == nil {
-		return 0, &NotFoundError{Kind: "queue", Name: d.Name, VHost: v.name}
 	}
 	n, err := v.deleteQueue(q, d.IfUnused, d.IfEmpty)
 	switch {
@@ -291,17 +298,9 @@ type QueuePurge struct {
 // PurgeQueue drops a queue's ready messages and returns how many there
 // were.
 func (v *vhost) PurgeQueue(a Actor, d QueuePurge) (int, error) {
-	if err := v.check(a, auth.Read, "queue", d.Name); err != nil {
+	q, err := v.target(a, auth.Read, d.Name, d.AnyOwner)
+	if err != nil {
 		return 0, err
-	}
-	q := v.lookupQueue(d.Name)
-	if !d.AnyOwner {
-		var err error
-		if q, err = v.queueFor(a, d.Name); err != nil {
-			return 0, err
-		}
-	} else if q == nil {
-		return 0, &NotFoundError{Kind: "queue", Name: d.Name, VHost: v.name}
 	}
 	p, ok := q.(queue.Purger)
 	if !ok {
@@ -314,10 +313,7 @@ func (v *vhost) PurgeQueue(a Actor, d QueuePurge) (int, error) {
 // check; the caller takes messages with the Getter and settles them with
 // the queue.
 func (v *vhost) Getter(a Actor, name string) (queue.Queue, queue.Getter, error) {
-	if err := v.check(a, auth.Read, "queue", name); err != nil {
-		return nil, nil, err
-	}
-	q, err := v.queueFor(a, name)
+	q, err := v.target(a, auth.Read, name, false)
 	if err != nil {
 		return nil, nil, err
 	}
