@@ -182,25 +182,18 @@ func (s *Server) LoopbackOnly(user string) bool { return s.loopbackOnly(user) }
 // listeners and the management API.
 func (s *Server) LoginThrottle() *auth.Throttle { return s.cfg.hooks.LoginThrottle }
 
-// accessRefused is RabbitMQ's 403 for a missing permission.
-func accessRefused(kind, name, vhost, user string) *amqp.Error {
-	return amqp.Errorf(amqp.AccessRefused, 0, 0, "access to %s '%s' in vhost '%s' refused for user '%s'", kind, name, vhost, user)
+// actor is who runs the channel's operations.
+func (ch *channel) actor() Actor {
+	return Actor{User: ch.c.user, Conn: ch.c.id}
 }
 
 // check refuses with 403 unless the connection's user has perm on the
 // resource kind ("queue" or "exchange") called name.
 func (ch *channel) check(perm auth.Perm, kind, name string) error {
-	c := ch.c
-	if c.system {
-		return nil
+	if err := ch.c.vhost.check(ch.actor(), perm, kind, name); err != nil {
+		return replyError(err)
 	}
-	if kind == "exchange" && name == "" {
-		name = defaultExchangeResource
-	}
-	if c.srv.auth.Check(c.user, c.vhost.name, perm, name) {
-		return nil
-	}
-	return accessRefused(kind, name, c.vhost.name, c.user)
+	return nil
 }
 
 // checkPublish is the write check of basic.publish, cached per channel
@@ -220,16 +213,10 @@ func (ch *channel) checkPublish(exchangeName string) error {
 // checkTopic applies topic permissions to a routing key used with a topic
 // exchange: Write for publishing, Read for binding.
 func (ch *channel) checkTopic(e *exchange.Exchange, perm auth.Perm, key string) error {
-	c := ch.c
-	if e == nil || e.Kind != exchange.Topic || c.system {
-		return nil
+	if err := ch.c.vhost.checkTopic(ch.actor(), e, perm, key); err != nil {
+		return replyError(err)
 	}
-	vars := auth.Vars{Username: c.user, VHost: c.vhost.name}
-	if c.srv.auth.CheckTopic(c.user, c.vhost.name, e.Name, perm, key, vars) {
-		return nil
-	}
-	return amqp.Errorf(amqp.AccessRefused, 0, 0, "access to topic '%s' in exchange '%s' in vhost '%s' refused for user '%s'",
-		key, e.Name, c.vhost.name, c.user)
+	return nil
 }
 
 // publishPermCache remembers the last exchange a channel was allowed to
@@ -241,25 +228,14 @@ type publishPermCache struct {
 }
 
 // admitConnection counts a connection into v, or refuses it with 530 when
-// the vhost's max-connections limit is reached (management sessions count
-// but are never refused).
-func (v *vhost) admitConnection(user string, admin bool) *amqp.Error {
+// the vhost's max-connections limit is reached.
+func (v *vhost) admitConnection(user string) *amqp.Error {
 	rec, _ := v.srv.auth.VHost(v.name)
 	limit, ok := rec.Limits["max-connections"]
-	if n := v.conns.Add(1); ok && !admin && n > limit {
+	if n := v.conns.Add(1); ok && n > limit {
 		v.conns.Add(-1)
 		v.log.Warn().Str("vhost", v.name).Str("user", user).Int64("limit", limit).Msg("connection refused: vhost connection limit reached")
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.name, user, limit)
-	}
-	return nil
-}
-
-// admitQueue refuses a new queue with 406 when the vhost's max-queues
-// limit is reached. v.mu must be held.
-func (v *vhost) admitQueue(name string) *amqp.Error {
-	rec, _ := v.srv.auth.VHost(v.name)
-	if limit, ok := rec.Limits["max-queues"]; ok && int64(len(v.queues)) >= limit {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, limit)
 	}
 	return nil
 }

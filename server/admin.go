@@ -9,16 +9,12 @@ package server
 //     never holding a vhost lock while calling into a queue (queue hooks take
 //     the vhost lock themselves).
 //
-//   - Actions. Deleting and purging a queue and closing a connection call the
-//     vhost and queue directly, as RabbitMQ's management plugin does (they
-//     work on exclusive queues too). Everything whose logic lives in channel
-//     methods (queue.declare, exchange.declare/delete, bindings, basic.publish,
-//     basic.get and its settlement) runs through an AdminSession: a real AMQP
-//     connection to this broker over an in-memory pipe, served by the same
-//     conn and channel code as a network client, so validation, reply texts
-//     and durable store writes are exactly those of AMQP. RabbitMQ's
-//     management plugin uses an internal ("direct") AMQP connection the same
-//     way. Admin connections are left out of the connection listings.
+//   - Actions: calls of the vhost's domain API (domain.go), the one the
+//     AMQP method handlers call too, so validation, reply texts and durable
+//     store writes are exactly those of AMQP. Deleting and purging a queue
+//     work on exclusive queues too, as RabbitMQ's management plugin does;
+//     the rest (declarations, bindings, publish, get) run as a user through
+//     an AdminSession (admin_session.go), with that user's permissions.
 //
 // Data races: a conn's negotiated identity is published once (conn.info)
 // and its channel table is read under conn.chanMu; a channel's state under
@@ -27,7 +23,6 @@ package server
 import (
 	"cmp"
 	"crypto/tls"
-	"errors"
 	"net"
 	"os"
 	"slices"
@@ -152,7 +147,7 @@ func (s *Server) adminVHost(name string) (*vhost, error) {
 	if v := s.vhost(name); v != nil {
 		return v, nil
 	}
-	return nil, amqp.Errorf(amqp.NotFound, 0, 0, "no vhost '%s'", name)
+	return nil, replyError(&NotFoundError{Kind: "vhost", Name: name})
 }
 
 // vhostsFor returns the named vhost, or every vhost sorted by name when name
@@ -486,15 +481,13 @@ func splitAddr(a net.Addr) (string, int) {
 	return host, p
 }
 
-// clientConns returns the network connections (admin sessions excluded),
+// clientConns returns the client connections,
 // sorted by id.
 func (s *Server) clientConns() []*conn {
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
-		if _, admin := c.nc.(*adminPipe); !admin {
-			cs = append(cs, c)
-		}
+		cs = append(cs, c)
 	}
 	s.connsMu.Unlock()
 	slices.SortFunc(cs, func(a, b *conn) int { return cmp.Compare(a.id, b.id) })
@@ -529,7 +522,7 @@ func (s *Server) findConn(name string) (*conn, error) {
 			return c, nil
 		}
 	}
-	return nil, amqp.Errorf(amqp.NotFound, 0, 0, "no connection '%s'", name)
+	return nil, replyError(&NotFoundError{Kind: "connection", Name: name})
 }
 
 // Connection describes the connection called name, or returns a 404
@@ -770,45 +763,31 @@ func (s *Server) Overview() Overview {
 
 // DeleteQueue deletes a queue as queue.delete does (bindings, store record
 // and consumers included), but also for exclusive queues, as RabbitMQ's
-// management plugin allows. It returns how many messages were ready.
+// management plugin allows. It returns how many messages were ready. The
+// caller checked the permissions.
 func (s *Server) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) (int, error) {
 	v, err := s.adminVHost(vhost)
 	if err != nil {
 		return 0, err
 	}
-	q := v.lookupQueue(name)
-	if q == nil {
-		return 0, notFoundQueue(name, vhost)
-	}
-	n, err := v.deleteQueue(q, ifUnused, ifEmpty)
-	switch {
-	case errors.Is(err, queue.ErrInUse):
-		return 0, amqp.Errorf(amqp.PreconditionFailed, 0, 0, "queue '%s' in vhost '%s' in use", name, vhost)
-	case errors.Is(err, queue.ErrNotEmpty):
-		return 0, amqp.Errorf(amqp.PreconditionFailed, 0, 0, "queue '%s' in vhost '%s' not empty", name, vhost)
-	}
-	return n, err
+	n, err := v.DeleteQueue(Actor{System: true}, QueueDelete{Name: name, IfUnused: ifUnused, IfEmpty: ifEmpty, AnyOwner: true})
+	return n, adminError(err)
 }
 
 // PurgeQueue drops a queue's ready messages (and their store entries) and
-// returns how many there were.
+// returns how many there were; exclusive queues too. The caller checked
+// the permissions.
 func (s *Server) PurgeQueue(vhost, name string) (int, error) {
 	v, err := s.adminVHost(vhost)
 	if err != nil {
 		return 0, err
 	}
-	q := v.lookupQueue(name)
-	if q == nil {
-		return 0, notFoundQueue(name, vhost)
-	}
-	p, ok := q.(queue.Purger)
-	if !ok {
-		return 0, purgeRefused(q)
-	}
-	return p.Purge(), nil
+	n, err := v.PurgeQueue(Actor{System: true}, QueuePurge{Name: name, AnyOwner: true})
+	return n, adminError(err)
 }
 
-// adminTimeout bounds one AdminSession operation.
+// adminTimeout bounds how long an AdminSession publish waits for its
+// confirm.
 const adminTimeout = 30 * time.Second
 
 // QueueBindings lists the bindings whose destination is queue name in vhost,

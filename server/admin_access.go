@@ -1,7 +1,7 @@
 package server
 
-// systemUser names the broker's own admin sessions in logs and connection
-// lists; it is not a user in the access-control database.
+// systemUser names the broker's own admin sessions in logs and the
+// firehose; it is not a user in the access-control database.
 const systemUser = "warren-internal"
 
 // OpenSystemAdmin opens an admin session on vhost that no permission
@@ -10,7 +10,7 @@ const systemUser = "warren-internal"
 // the importing user may have no permissions in, as RabbitMQ's import does.
 // The returned function closes it.
 func (s *Server) OpenSystemAdmin(vhost string) (*AdminSession, func(), error) {
-	a, err := s.openAdmin(systemUser, vhost, true)
+	a, err := s.openAdmin(Actor{User: systemUser, System: true}, vhost)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,308 +1,91 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/binding"
+	"github.com/warrenmq/warren/queue"
 )
 
-// AdminSession: the admin API's actions that run as AMQP methods, over an
-// internal connection to this broker (net.Pipe), so that they get exactly
-// the validation, reply texts and store writes of any client.
+// AdminSession: the admin API's actions on one vhost as one user, for the
+// management API. Each is one call of the vhost's domain API (domain.go),
+// with that user's permission checks, so validation, reply texts and
+// store writes are exactly those of the AMQP methods; errors come back as
+// *amqp.Error, mapped by replyError. The names, keys and arguments an
+// action takes go through the AMQP codec first (asSent), so that they are
+// refused, and arguments typed, exactly as from an AMQP client.
 
-// adminAddr names the ends of an admin session's pipe.
-type adminAddr string
-
-func (a adminAddr) Network() string { return "pipe" }
-func (a adminAddr) String() string  { return string(a) }
-
-// adminPipe is the broker's end of an admin session; its type marks the
-// connection as internal.
-type adminPipe struct {
-	net.Conn
-	peer   adminAddr
-	user   string // who the caller authenticated
-	system bool   // the broker itself: no permission checks
-}
-
-func (p *adminPipe) RemoteAddr() net.Addr { return p.peer }
-func (p *adminPipe) LocalAddr() net.Addr  { return adminAddr("warren") }
-
-// AdminSession is an internal AMQP connection to this broker, logged in as
-// a configured user on one vhost, through which the admin API runs actions
-// whose logic lives in channel methods. It is not safe for concurrent use;
-// Close it when done.
+// AdminSession acts on one vhost as one user. It holds no connection:
+// Close is a no-op kept for the callers' symmetry. It is not safe for
+// concurrent use.
 type AdminSession struct {
-	srv      *Server
-	nc       net.Conn
-	fr       *amqp.FrameReader
-	frameMax uint32
-	vhost    string
-	ch       uint16 // open channel, 0 when none
-	lastCh   uint16
-	confirm  bool // the open channel is in confirm mode
-	dead     error
-	buf      []byte
+	v     *vhost
+	actor Actor
+	src   traceSource // how the firehose names its publishes and gets
+	// published counts the session's publishes, as delivery tags do.
+	published uint64
 }
 
-// OpenAdmin opens an admin session as user (who must be configured) on
-// vhost.
+// OpenAdmin opens an admin session as user (who must be configured and
+// may access vhost) on vhost. The caller authenticated the user.
 func (s *Server) OpenAdmin(user, vhost string) (*AdminSession, error) {
-	// The caller authenticated the user; the pipe vouches for it, so the
-	// handshake carries no password.
 	if _, ok := s.auth.User(user); !ok {
-		return nil, amqp.Errorf(amqp.AccessRefused, 0, 0, "no user '%s'", user)
+		return nil, replyError(&AccessError{Reason: NoUser, User: user})
 	}
-	return s.openAdmin(user, vhost, false)
-}
-
-// openAdmin starts the internal connection of an admin session. A system
-// session is not subject to permissions.
-func (s *Server) openAdmin(user, vhost string, system bool) (*AdminSession, error) {
-	pass := ""
-	if _, err := s.adminVHost(vhost); err != nil {
+	a, err := s.openAdmin(Actor{User: user}, vhost)
+	if err != nil {
 		return nil, err
 	}
-	client, srv := net.Pipe()
-	s.startConn(&adminPipe{Conn: srv, peer: adminAddr("management/" + user), user: user, system: system})
-	a := &AdminSession{srv: s, nc: client, fr: amqp.NewFrameReader(client, 64<<10), vhost: vhost}
-	if err := a.handshake(user, pass, vhost); err != nil {
-		client.Close()
-		return nil, err
+	if !s.auth.CanAccessVHost(user, vhost) {
+		return nil, amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen,
+			"access to vhost '%s' refused for user '%s'", vhost, user)
 	}
 	return a, nil
 }
 
-// Close closes the session's connection; unsettled messages it got return
-// to their queues.
-func (a *AdminSession) Close() error {
-	if a.dead == nil {
-		a.nc.SetDeadline(time.Now().Add(5 * time.Second))
-		if a.send(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess, ReplyText: "OK"}) == nil {
-			for {
-				m, ch, err := a.readMethod()
-				if err != nil {
-					break
-				}
-				if _, ok := m.(*amqp.ConnectionCloseOk); ok && ch == 0 {
-					break
-				}
-			}
-		}
-		a.dead = net.ErrClosed
+func (s *Server) openAdmin(a Actor, vhost string) (*AdminSession, error) {
+	v, err := s.adminVHost(vhost)
+	if err != nil {
+		return nil, err
 	}
-	return a.nc.Close()
+	return &AdminSession{v: v, actor: a, src: traceSource{"management/" + a.User + " -> warren", a.User, 1}}, nil
 }
 
-func (a *AdminSession) handshake(user, pass, vhost string) error {
-	a.nc.SetDeadline(time.Now().Add(adminTimeout))
-	if _, err := a.nc.Write(amqp.ProtocolHeader); err != nil {
-		return fmt.Errorf("admin session: %w", err)
+// Close ends the session.
+func (a *AdminSession) Close() error { return nil }
+
+// adminError is replyError for the admin API: nil stays nil.
+func adminError(err error) error {
+	if err == nil {
+		return nil
 	}
-	if _, err := expectAdmin[*amqp.ConnectionStart](a); err != nil {
-		return err
-	}
-	err := a.send(0, &amqp.ConnectionStartOk{
-		ClientProperties: amqp.Table{
-			"product":         "Warren management",
-			"connection_name": "management",
-			"capabilities":    amqp.Table{"consumer_cancel_notify": true, "authentication_failure_close": true},
-		},
-		Mechanism: "PLAIN", Response: "\x00" + user + "\x00" + pass, Locale: "en_US",
-	})
-	if err != nil {
-		return err
-	}
-	tune, err := expectAdmin[*amqp.ConnectionTune](a)
-	if err != nil {
-		return err
-	}
-	a.frameMax = tune.FrameMax
-	a.fr.SetMaxFrameSize(tune.FrameMax + amqp.FrameOverhead)
-	if err := a.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax}); err != nil {
-		return err
-	}
-	if err := a.send(0, &amqp.ConnectionOpen{VirtualHost: vhost}); err != nil {
-		return err
-	}
-	_, err = expectAdmin[*amqp.ConnectionOpenOk](a)
-	return err
+	return replyError(err)
 }
 
-// expectAdmin reads the next method on channel 0, which must be an M; a
-// connection.close becomes its *amqp.Error.
-func expectAdmin[M amqp.Method](a *AdminSession) (M, error) {
+// asSent returns m as the broker receives it from an AMQP client: encoded
+// (a name or key over 255 bytes fails with amqp.ErrStringTooLong),
+// decoded (so arguments have the wire's types: nested tables are
+// amqp.Table) and its short strings checked for UTF-8 as the connection
+// checks them.
+func asSent[M amqp.Method](m M) (M, error) {
 	var zero M
-	m, _, err := a.readMethod()
+	buf, err := amqp.AppendMethodFrame(nil, 1, m)
 	if err != nil {
 		return zero, err
 	}
-	if want, ok := m.(M); ok {
-		return want, nil
-	}
-	if cl, ok := m.(*amqp.ConnectionClose); ok {
-		return zero, a.closedBy(0, cl.ReplyCode, cl.ReplyText, cl.ReplyClassID, cl.ReplyMethodID)
-	}
-	return zero, fmt.Errorf("admin session: unexpected %s", m.Name())
-}
-
-// send writes one method frame.
-func (a *AdminSession) send(ch uint16, m amqp.Method) error {
-	if a.dead != nil {
-		return a.dead
-	}
-	buf, err := amqp.AppendMethodFrame(a.buf[:0], ch, m)
+	got, err := amqp.DecodeMethod(buf[amqp.FrameHeaderSize : len(buf)-1])
 	if err != nil {
-		return err
+		return zero, adminError(err)
 	}
-	a.buf = buf
-	if _, err := a.nc.Write(buf); err != nil {
-		a.dead = err
-		return fmt.Errorf("admin session: %w", err)
+	if !amqp.ShortstrsValid(got) {
+		return zero, amqp.Errorf(amqp.FrameError, 0, 0, "Malformed UTF-8 in shortstr")
 	}
-	return nil
+	return got.(M), nil
 }
 
-// readMethod reads frames up to the next method, skipping heartbeats.
-func (a *AdminSession) readMethod() (amqp.Method, uint16, error) {
-	if a.dead != nil {
-		return nil, 0, a.dead
-	}
-	for {
-		f, err := a.fr.ReadFrame()
-		if err != nil {
-			a.dead = err
-			if errors.Is(err, io.EOF) {
-				return nil, 0, fmt.Errorf("admin session: connection closed by the broker")
-			}
-			return nil, 0, fmt.Errorf("admin session: %w", err)
-		}
-		switch f.Type {
-		case amqp.FrameHeartbeat:
-			continue
-		case amqp.FrameMethod:
-			m, err := amqp.DecodeMethod(f.Payload)
-			if err != nil {
-				a.dead = err
-				return nil, 0, err
-			}
-			return m, f.Channel, nil
-		}
-		a.dead = fmt.Errorf("admin session: unexpected frame type %d", f.Type)
-		return nil, 0, a.dead
-	}
-}
-
-// readContent reads the header and body frames that follow a content
-// method.
-func (a *AdminSession) readContent() (props, body []byte, err error) {
-	f, err := a.fr.ReadFrame()
-	if err != nil {
-		a.dead = err
-		return nil, nil, err
-	}
-	if f.Type != amqp.FrameHeader {
-		a.dead = fmt.Errorf("admin session: expected a content header, got frame type %d", f.Type)
-		return nil, nil, a.dead
-	}
-	h, err := amqp.DecodeContentHeader(f.Payload)
-	if err != nil {
-		a.dead = err
-		return nil, nil, err
-	}
-	props = append([]byte(nil), h.RawProps...)
-	body = make([]byte, 0, min(h.BodySize, 64<<20))
-	for uint64(len(body)) < h.BodySize {
-		f, err := a.fr.ReadFrame()
-		if err != nil {
-			a.dead = err
-			return nil, nil, err
-		}
-		if f.Type != amqp.FrameBody {
-			a.dead = fmt.Errorf("admin session: expected a content body, got frame type %d", f.Type)
-			return nil, nil, a.dead
-		}
-		body = append(body, f.Payload...)
-	}
-	return props, body, nil
-}
-
-// closedBy turns a channel.close or connection.close from the broker into
-// an *amqp.Error, answering it with close-ok.
-func (a *AdminSession) closedBy(ch, code uint16, text string, classID, methodID uint16) *amqp.Error {
-	if ch == 0 {
-		a.send(0, &amqp.ConnectionCloseOk{})
-		a.dead = net.ErrClosed
-	} else {
-		a.send(ch, &amqp.ChannelCloseOk{})
-		a.ch, a.confirm = 0, false
-	}
-	text = strings.TrimPrefix(text, amqp.ReplyText(code)+" - ")
-	return &amqp.Error{Code: code, Text: text, ClassID: classID, MethodID: methodID}
-}
-
-// channel opens a channel if none is open.
-func (a *AdminSession) channel() (uint16, error) {
-	if a.ch != 0 {
-		return a.ch, nil
-	}
-	a.lastCh++
-	if a.lastCh == 0 {
-		a.lastCh = 1
-	}
-	if err := a.send(a.lastCh, &amqp.ChannelOpen{}); err != nil {
-		return 0, err
-	}
-	a.ch = a.lastCh
-	if _, err := a.await(); err != nil {
-		return 0, err
-	}
-	return a.ch, nil
-}
-
-// await reads up to the next method on the open channel. A channel.close
-// or connection.close becomes an *amqp.Error.
-func (a *AdminSession) await() (amqp.Method, error) {
-	for {
-		m, ch, err := a.readMethod()
-		if err != nil {
-			return nil, err
-		}
-		switch m := m.(type) {
-		case *amqp.ConnectionClose:
-			return nil, a.closedBy(0, m.ReplyCode, m.ReplyText, m.ReplyClassID, m.ReplyMethodID)
-		case *amqp.ChannelClose:
-			if ch == a.ch {
-				return nil, a.closedBy(ch, m.ReplyCode, m.ReplyText, m.ReplyClassID, m.ReplyMethodID)
-			}
-			continue
-		}
-		if ch == a.ch {
-			return m, nil
-		}
-	}
-}
-
-// call sends a synchronous method on the session's channel and returns the
-// reply.
-func (a *AdminSession) call(m amqp.Method) (amqp.Method, error) {
-	a.nc.SetDeadline(time.Now().Add(adminTimeout))
-	ch, err := a.channel()
-	if err != nil {
-		return nil, err
-	}
-	if err := a.send(ch, m); err != nil {
-		return nil, err
-	}
-	return a.await()
-}
-
-// QueueDecl is a queue declaration from the admin API.
+// QueueDecl is a queue declaration from the admin API (never exclusive).
 type QueueDecl struct {
 	Name       string
 	Durable    bool
@@ -310,11 +93,17 @@ type QueueDecl struct {
 	Args       map[string]any
 }
 
-// DeclareQueue runs queue.declare: RabbitMQ's argument checks and
-// equivalence rules apply, and a durable queue is stored.
+// DeclareQueue declares a queue as queue.declare does: RabbitMQ's argument
+// checks and equivalence rules apply, and a durable queue is stored.
 func (a *AdminSession) DeclareQueue(d QueueDecl) error {
-	_, err := a.call(&amqp.QueueDeclare{Queue: d.Name, Durable: d.Durable, AutoDelete: d.AutoDelete, Arguments: amqp.Table(d.Args)})
-	return err
+	m, err := asSent(&amqp.QueueDeclare{Queue: d.Name, Durable: d.Durable, AutoDelete: d.AutoDelete, Arguments: amqp.Table(d.Args)})
+	if err != nil {
+		return err
+	}
+	_, err = a.v.DeclareQueue(a.actor, QueueDeclare{
+		Name: m.Queue, Durable: m.Durable, AutoDelete: m.AutoDelete, Args: cloneArgs(m.Arguments),
+	})
+	return adminError(err)
 }
 
 // ExchangeDecl is an exchange declaration from the admin API.
@@ -327,93 +116,104 @@ type ExchangeDecl struct {
 	Args       map[string]any
 }
 
-// DeclareExchange runs exchange.declare.
+// DeclareExchange declares an exchange as exchange.declare does.
 func (a *AdminSession) DeclareExchange(d ExchangeDecl) error {
-	_, err := a.call(&amqp.ExchangeDeclare{
+	m, err := asSent(&amqp.ExchangeDeclare{
 		Exchange: d.Name, Type: d.Type, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal,
 		Arguments: amqp.Table(d.Args),
 	})
-	return err
-}
-
-// DeleteExchange runs exchange.delete; unlike AMQP, a missing exchange is a
-// 404 error.
-func (a *AdminSession) DeleteExchange(name string, ifUnused bool) error {
-	if _, err := a.srv.Exchange(a.vhost, name); err != nil {
+	if err != nil {
 		return err
 	}
-	_, err := a.call(&amqp.ExchangeDelete{Exchange: name, IfUnused: ifUnused})
-	return err
+	return adminError(a.v.DeclareExchange(a.actor, ExchangeDeclare{
+		Name: m.Exchange, Type: m.Type, Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal,
+		Args: cloneArgs(m.Arguments),
+	}))
 }
 
-// Bind adds a binding with queue.bind or exchange.bind.
+// DeleteExchange deletes an exchange as exchange.delete does; unlike AMQP,
+// a missing exchange is a 404 error, before any other check.
+func (a *AdminSession) DeleteExchange(name string, ifUnused bool) error {
+	if a.v.lookupExchange(name) == nil {
+		return notFoundExchange(name, a.v.name)
+	}
+	m, err := asSent(&amqp.ExchangeDelete{Exchange: name, IfUnused: ifUnused})
+	if err != nil {
+		return err
+	}
+	return adminError(a.v.DeleteExchange(a.actor, ExchangeDelete{Name: m.Exchange, IfUnused: m.IfUnused}))
+}
+
+// Bind adds a binding as queue.bind or exchange.bind does.
 func (a *AdminSession) Bind(b BindingInfo) error {
-	var err error
-	if b.DestinationType == "exchange" {
-		_, err = a.call(&amqp.ExchangeBind{Destination: b.Destination, Source: b.Source, RoutingKey: b.RoutingKey, Arguments: amqp.Table(b.Args)})
-	} else {
-		_, err = a.call(&amqp.QueueBind{Queue: b.Destination, Exchange: b.Source, RoutingKey: b.RoutingKey, Arguments: amqp.Table(b.Args)})
+	d, err := a.binding(b)
+	if err != nil {
+		return err
 	}
-	return err
+	return adminError(a.v.Bind(a.actor, d))
 }
 
-// Unbind removes a binding with queue.unbind or exchange.unbind (a missing
-// binding is not an error, as in AMQP).
+// Unbind removes a binding as queue.unbind or exchange.unbind does (a
+// missing binding is not an error, as in AMQP).
 func (a *AdminSession) Unbind(b BindingInfo) error {
-	var err error
-	if b.DestinationType == "exchange" {
-		_, err = a.call(&amqp.ExchangeUnbind{Destination: b.Destination, Source: b.Source, RoutingKey: b.RoutingKey, Arguments: amqp.Table(b.Args)})
-	} else {
-		_, err = a.call(&amqp.QueueUnbind{Queue: b.Destination, Exchange: b.Source, RoutingKey: b.RoutingKey, Arguments: amqp.Table(b.Args)})
+	d, err := a.binding(b)
+	if err != nil {
+		return err
 	}
-	return err
+	return adminError(a.v.Unbind(a.actor, d))
 }
 
-// Publish publishes one message, mandatory and confirmed, and reports
-// whether any queue took it. It returns once the broker confirmed it
-// (after the fsync for a persistent message in a durable queue).
+// binding is the domain's form of b, after the codec's checks.
+func (a *AdminSession) binding(b BindingInfo) (Binding, error) {
+	if b.DestinationType == "exchange" {
+		m, err := asSent(&amqp.ExchangeBind{Destination: b.Destination, Source: b.Source, RoutingKey: b.RoutingKey, Arguments: amqp.Table(b.Args)})
+		if err != nil {
+			return Binding{}, err
+		}
+		return exchangeBinding(m.Destination, m.Source, m.RoutingKey, m.Arguments), nil
+	}
+	m, err := asSent(&amqp.QueueBind{Queue: b.Destination, Exchange: b.Source, RoutingKey: b.RoutingKey, Arguments: amqp.Table(b.Args)})
+	if err != nil {
+		return Binding{}, err
+	}
+	return Binding{
+		Source: m.Exchange, Dest: binding.Destination{Kind: binding.Queue, Name: m.Queue}, Key: m.RoutingKey,
+		Args: cloneArgs(m.Arguments),
+	}, nil
+}
+
+// Publish publishes one message, mandatory and confirmed, through the
+// publish pipeline of basic.publish, and reports whether any queue took
+// it. It returns once the broker would confirm it (after the fsync for a
+// persistent message in a durable queue); a nack is an error.
 func (a *AdminSession) Publish(exchange, key string, props amqp.Properties, body []byte) (routed bool, err error) {
-	a.nc.SetDeadline(time.Now().Add(adminTimeout))
 	raw, err := props.Append(nil)
 	if err != nil {
 		return false, amqp.Errorf(amqp.PreconditionFailed, 0, 0, "bad properties: %v", err)
 	}
-	if !a.confirm {
-		if _, err := a.call(&amqp.ConfirmSelect{}); err != nil {
-			return false, err
-		}
-		a.confirm = true
-	}
-	ch := a.ch
-	buf, err := amqp.AppendMethodFrame(a.buf[:0], ch, &amqp.BasicPublish{Exchange: exchange, RoutingKey: key, Mandatory: true})
+	m, err := asSent(&amqp.BasicPublish{Exchange: exchange, RoutingKey: key, Mandatory: true})
 	if err != nil {
 		return false, amqp.Errorf(amqp.PreconditionFailed, 0, 0, "%v", err)
 	}
-	buf = amqp.AppendHeaderFrame(buf, ch, 60, uint64(len(body)), raw)
-	buf = amqp.AppendBodyFrames(buf, ch, body, a.frameMax)
-	a.buf = buf[:0]
-	if _, err := a.nc.Write(buf); err != nil {
-		a.dead = err
-		return false, fmt.Errorf("admin session: %w", err)
+	confirmed := make(chan error, 1)
+	res, err := a.v.Publish(a.actor, a.src, Publish{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Mandatory: true, Props: raw, Body: body},
+		func(err error) { confirmed <- err })
+	if err != nil {
+		return false, adminError(err)
 	}
-	routed = true
-	for {
-		m, err := a.await()
-		if err != nil {
-			return false, err
-		}
-		switch m := m.(type) {
-		case *amqp.BasicReturn:
-			if _, _, err := a.readContent(); err != nil {
-				return false, err
-			}
-			routed = false
-		case *amqp.BasicAck:
-			return routed, nil
-		case *amqp.BasicNack:
-			return false, amqp.Errorf(amqp.InternalError, 0, 0, "message %d nacked by the broker", m.DeliveryTag)
-		}
+	a.v.stats.confirmed(a.actor.Conn)
+	a.published++
+	timer := time.NewTimer(adminTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-confirmed:
+	case <-timer.C:
+		return false, fmt.Errorf("admin publish: not confirmed within %v", adminTimeout)
 	}
+	if err != nil || res.Dropped {
+		return false, amqp.Errorf(amqp.InternalError, 0, 0, "message %d nacked by the broker", a.published)
+	}
+	return res.Routed, nil
 }
 
 // AckMode says what Get does with the messages it took, by RabbitMQ's
@@ -437,7 +237,19 @@ func ParseAckMode(s string) (AckMode, bool) {
 	return "", false
 }
 
-// GotMessage is one message taken by Get.
+// settleOp is how mode settles the messages Get took.
+func (mode AckMode) settleOp() queue.SettleOp {
+	switch mode {
+	case AckRequeueFalse:
+		return queue.Ack
+	case RejectRequeueFalse:
+		return queue.Reject
+	}
+	return queue.Requeue
+}
+
+// GotMessage is one message taken by Get. Props and Body are shared with
+// the broker: read-only.
 type GotMessage struct {
 	Exchange     string
 	RoutingKey   string
@@ -451,12 +263,20 @@ type GotMessage struct {
 // more messages once they reach it (at least one is always taken).
 const adminGetMaxBytes = 64 << 20
 
-// Get takes up to count messages from queue with basic.get, then settles
-// them all by mode, as RabbitMQ's management "get messages" does. It stops
-// early once it holds adminGetMaxBytes of messages.
+// Get takes up to count messages from queue as basic.get does, then
+// settles them all by mode, as RabbitMQ's management "get messages" does.
+// It stops early once it holds adminGetMaxBytes of messages.
 func (a *AdminSession) Get(queueName string, count int, mode AckMode) ([]GotMessage, error) {
+	m, err := asSent(&amqp.BasicGet{Queue: queueName})
+	if err != nil {
+		return nil, err
+	}
+	q, g, err := a.v.Getter(a.actor, m.Queue)
+	if err != nil {
+		return nil, adminError(err)
+	}
 	var out []GotMessage
-	var last uint64
+	var taken []queue.Entry
 	var held int64
 	for range count {
 		if held >= adminGetMaxBytes {
@@ -464,44 +284,21 @@ func (a *AdminSession) Get(queueName string, count int, mode AckMode) ([]GotMess
 			// when it runs empty.
 			break
 		}
-		m, err := a.call(&amqp.BasicGet{Queue: queueName})
-		if err != nil {
-			return nil, err
+		e, remaining, ok := g.Get(false)
+		if !ok {
+			break
 		}
-		ok, isOk := m.(*amqp.BasicGetOk)
-		if !isOk {
-			break // basic.get-empty
-		}
-		props, body, err := a.readContent()
-		if err != nil {
-			return nil, err
-		}
-		last = ok.DeliveryTag
-		held += int64(len(body) + len(props))
+		a.v.traceDeliver(a.src, q, e)
+		taken = append(taken, e)
+		props := q.DeliveryProps(e)
+		held += int64(len(e.Msg.Body) + len(props))
 		out = append(out, GotMessage{
-			Exchange: ok.Exchange, RoutingKey: ok.RoutingKey, Redelivered: ok.Redelivered,
-			MessageCount: int(ok.MessageCount), Props: props, Body: body,
+			Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey, Redelivered: e.Redelivered,
+			MessageCount: remaining, Props: props, Body: e.Msg.Body,
 		})
 	}
-	if last == 0 {
-		return out, nil
-	}
-	var settle amqp.Method
-	switch mode {
-	case AckRequeueFalse:
-		settle = &amqp.BasicAck{DeliveryTag: last, Multiple: true}
-	case RejectRequeueFalse:
-		settle = &amqp.BasicNack{DeliveryTag: last, Multiple: true}
-	default:
-		settle = &amqp.BasicNack{DeliveryTag: last, Multiple: true, Requeue: true}
-	}
-	if err := a.send(a.ch, settle); err != nil {
-		return nil, err
-	}
-	// Settlements have no reply; a round trip makes sure this one was
-	// handled before the caller goes on.
-	if _, err := a.call(&amqp.BasicQos{}); err != nil {
-		return nil, err
+	if len(taken) > 0 {
+		q.Settle(taken, mode.settleOp())
 	}
 	return out, nil
 }

@@ -136,17 +136,15 @@ func (ch *channel) publishAssembled() error {
 		return nil
 	}
 	// Errors of a publish name basic.publish.
-	if ae, ok := err.(*amqp.Error); ok {
-		if ae.ClassID == 0 && ae.MethodID == 0 {
-			ae.ClassID, ae.MethodID = amqp.ClassBasic, amqp.MethodBasicPublish
-		}
-		if ae.Hard() {
-			return ae
-		}
-		ch.softError(ae)
-		return nil
+	ae := replyError(err)
+	if ae.ClassID == 0 && ae.MethodID == 0 {
+		ae.ClassID, ae.MethodID = amqp.ClassBasic, amqp.MethodBasicPublish
 	}
-	return err
+	if ae.Hard() {
+		return ae
+	}
+	ch.softError(ae)
+	return nil
 }
 
 func (ch *channel) publish(p *publishing) error {
@@ -170,22 +168,7 @@ func (ch *channel) publish(p *publishing) error {
 	if err := ch.checkTopic(e, auth.Write, m.RoutingKey); err != nil {
 		return err
 	}
-	if err := ch.checkUserID(p); err != nil {
-		return err
-	}
-	if err := ch.rewriteReplyTo(p); err != nil {
-		return err
-	}
-	if b, ok := p.idx.Expiration(p.props); ok {
-		exp := string(b)
-		if p.ttl, p.hasTTL = queue.ParseExpiration(exp); !p.hasTTL {
-			return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid expiration '%s': %s", exp, queue.ExpirationError(exp))
-		}
-	}
-	if dm := p.idx.DeliveryMode; p.idx.Has(amqp.FlagDeliveryMode) && dm != 1 && dm != 2 {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid message: {delivery_mode_unknown,%d}", dm)
-	}
-	if err := p.senderSelected(); err != nil {
+	if err := checkContent(ch.c.user, p, ch.liveReply()); err != nil {
 		return err
 	}
 	if ch.tx != nil {
@@ -274,16 +257,9 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	if err != nil {
 		return err
 	}
-	if err := ch.check(auth.Read, "queue", name); err != nil {
-		return err
-	}
-	q, err := ch.findQueue(name)
+	q, g, err := ch.c.vhost.Getter(ch.actor(), name)
 	if err != nil {
 		return err
-	}
-	g, can := q.(queue.Getter)
-	if !can {
-		return getRefused(q)
 	}
 	e, remaining, ok := g.Get(m.NoAck)
 	if !ok {
@@ -373,17 +349,6 @@ func (ch *channel) basicRecover(requeue, sync bool) error {
 	}
 	settleGrouped(ds, queue.Requeue)
 	return nil
-}
-
-// checkUserID refuses a user-id property that names someone other than the
-// authenticated user, as RabbitMQ does.
-func (ch *channel) checkUserID(p *publishing) error {
-	uid, ok := p.idx.UserID(p.props)
-	if !ok || string(uid) == ch.c.user {
-		return nil
-	}
-	return amqp.Errorf(amqp.PreconditionFailed, 0, 0,
-		"user_id property set to '%s' but authenticated user was '%s'", uid, ch.c.user)
 }
 
 // consumerPriority reads the x-priority consume argument: any integer, as

@@ -163,10 +163,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	if err == nil {
 		return nil
 	}
-	ae, ok := err.(*amqp.Error)
-	if !ok {
-		ae = amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "%v", err)
-	}
+	ae := replyError(err)
 	if ae.ClassID == 0 && ae.MethodID == 0 {
 		// Soft or hard, the close names the method that caused it.
 		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()

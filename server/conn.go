@@ -52,10 +52,6 @@ type conn struct {
 	// unackedCount is the number of unacknowledged deliveries on all
 	// channels, capped by Config.MaxUnackedPerConnection.
 	unackedCount atomic.Int64
-	// system is set for the broker's own admin sessions, which no
-	// permission check applies to.
-	system bool
-
 	// closing is set once the broker has sent connection.close; every
 	// frame but close and close-ok is then discarded.
 	closing bool
@@ -92,9 +88,7 @@ func (c *conn) removeChannel(id uint16) {
 	c.chanMu.Lock()
 	delete(c.channels, id)
 	c.chanMu.Unlock()
-	if c.counted() {
-		c.srv.churn.chanClosed.Add(1)
-	}
+	c.srv.churn.chanClosed.Add(1)
 }
 
 type clientCaps struct {
@@ -206,9 +200,7 @@ func (c *conn) openSync() bool {
 	// allocated.
 	c.log.UpdateContext(func(lc zerolog.Context) zerolog.Context { return lc.Str("user", c.user) })
 	c.log.Info().Str("vhost", c.vhost.name).Msg("connection opened")
-	if c.counted() {
-		c.srv.churn.connOpened.Add(1)
-	}
+	c.srv.churn.connOpened.Add(1)
 	return true
 }
 
@@ -504,9 +496,7 @@ func (c *conn) handleChannelMethod(id uint16, m amqp.Method) error {
 		c.chanMu.Lock()
 		c.channels[id] = newChannel(c, id)
 		c.chanMu.Unlock()
-		if c.counted() {
-			c.srv.churn.chanOpened.Add(1)
-		}
+		c.srv.churn.chanOpened.Add(1)
 		c.out.sendMethod(id, &amqp.ChannelOpenOk{})
 		return nil
 	}
@@ -543,9 +533,7 @@ func (c *conn) cleanup() {
 	if c.vhost != nil {
 		c.vhost.deleteExclusive(c.id)
 		c.vhost.conns.Add(-1)
-		if c.counted() {
-			c.srv.churn.connClosed.Add(1)
-		}
+		c.srv.churn.connClosed.Add(1)
 	}
 }
 
@@ -595,8 +583,6 @@ func (c *conn) handshake() error {
 	var try *auth.Attempt // a password login, throttled
 	if startOk.Mechanism == mechExternal {
 		refused = !c.srv.externalUser(user) // the certificate stands for the password
-	} else if ap, ok := c.nc.(*adminPipe); ok {
-		refused = ap.user != user // an admin session, authenticated by its caller
 	} else {
 		try = c.srv.LoginThrottle().Begin(auth.SourceOf(c.nc.RemoteAddr().String()))
 		if try.Refused {
@@ -632,7 +618,7 @@ func (c *conn) handshake() error {
 		}
 		return c.refuse(e)
 	}
-	if _, admin := c.nc.(*adminPipe); !admin && c.srv.loopbackOnly(user) && !isLoopback(c.nc.RemoteAddr()) {
+	if c.srv.loopbackOnly(user) && !isLoopback(c.nc.RemoteAddr()) {
 		c.log.Warn().Str("user", user).Msg("login refused: user may connect via localhost only")
 		e := amqp.Errorf(amqp.AccessRefused, 0, 0, "user '%s' can only connect via localhost", user)
 		if !c.caps.authFailureClose {
@@ -677,16 +663,13 @@ func (c *conn) handshake() error {
 	if vh == nil {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", open.VirtualHost))
 	}
-	if ap, ok := c.nc.(*adminPipe); ok && ap.system {
-		c.system = true
-	} else if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
+	if !c.srv.auth.CanAccessVHost(c.user, vh.name) {
 		return c.refuse(amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh.name, c.user))
 	}
-	_, admin := c.nc.(*adminPipe)
-	if err := vh.admitConnection(c.user, admin); err != nil {
+	if err := vh.admitConnection(c.user); err != nil {
 		return c.refuse(err)
 	}
-	if err := c.admitUser(admin); err != nil {
+	if err := c.admitUser(); err != nil {
 		vh.conns.Add(-1)
 		return c.refuse(err)
 	}

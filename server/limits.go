@@ -37,27 +37,21 @@ func (s *Server) admitSocket(nc net.Conn) bool {
 	if s.cfg.MaxConnections <= 0 || len(s.conns) < s.cfg.MaxConnections {
 		return true
 	}
-	if _, admin := nc.(*adminPipe); admin {
-		return true // the management API keeps working at the limit
-	}
 	s.refused.note(s, nc.RemoteAddr())
 	return false
 }
 
 // admitUser refuses a connection over the user's max-connections limit,
-// with RabbitMQ's 530 and text. Management sessions are not limited.
-func (c *conn) admitUser(admin bool) *amqp.Error {
+// with RabbitMQ's 530 and text.
+func (c *conn) admitUser() *amqp.Error {
 	u, _ := c.srv.auth.User(c.user)
 	limit, ok := u.Limits["max-connections"]
-	if !ok || admin {
+	if !ok {
 		return nil
 	}
 	n := 0
 	c.srv.connsMu.Lock()
 	for other := range c.srv.conns {
-		if _, isAdmin := other.nc.(*adminPipe); isAdmin {
-			continue
-		}
 		if info := other.info.Load(); info != nil && info.User == c.user {
 			n++
 		}

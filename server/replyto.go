@@ -29,20 +29,30 @@ func (ch *channel) openReply() *replyto.Queue {
 	return ch.replyQ
 }
 
-// rewriteReplyTo gives a request's reply-to the channel's unique reply
-// name. It refuses a request whose channel does not consume replies.
-func (ch *channel) rewriteReplyTo(p *publishing) error {
+// liveReply is the channel's reply pseudo-queue while it consumes replies,
+// else nil.
+func (ch *channel) liveReply() *replyto.Queue {
+	if ch.replyQ == nil || ch.replyQ.Deleted() {
+		return nil
+	}
+	return ch.replyQ
+}
+
+// rewriteReplyTo gives a request's reply-to the name of reply, the
+// publisher's reply pseudo-queue. It refuses a request whose publisher
+// does not consume replies (reply nil).
+func rewriteReplyTo(p *publishing, reply *replyto.Queue) error {
 	if rt, ok := p.idx.ReplyTo(p.props); !ok || string(rt) != replyto.Name {
 		return nil
+	}
+	if reply == nil {
+		return &PreconditionError{Reason: NoReplyConsumer}
 	}
 	props, err := amqp.DecodeProperties(p.props)
 	if err != nil {
 		return nil
 	}
-	if ch.replyQ == nil || ch.replyQ.Deleted() {
-		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "fast reply consumer does not exist")
-	}
-	props.ReplyTo = ch.replyQ.Decl().Name
+	props.ReplyTo = reply.Decl().Name
 	raw, err := props.Append(nil)
 	if err != nil {
 		return err

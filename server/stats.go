@@ -95,8 +95,7 @@ func (s *Server) MessageStats() ([]VHostMessageStats, []QueueMessageStats) {
 }
 
 // churn counts connections and channels opened and closed since start
-// (RabbitMQ's churn_rates and its Prometheus *_opened_total/_closed_total);
-// the broker's own admin sessions do not count.
+// (RabbitMQ's churn_rates and its Prometheus *_opened_total/_closed_total).
 type churn struct {
 	connOpened, connClosed atomic.Uint64
 	chanOpened, chanClosed atomic.Uint64
@@ -119,11 +118,4 @@ func (c *churn) load() Churn {
 		c.connOpened.Load(), c.connClosed.Load(), c.chanOpened.Load(), c.chanClosed.Load(),
 		c.queueDeclared.Load(), c.queueCreated.Load(), c.queueDeleted.Load(),
 	}
-}
-
-// counted reports whether c counts in the churn figures: a client
-// connection, not an admin session.
-func (c *conn) counted() bool {
-	_, admin := c.nc.(*adminPipe)
-	return !admin
 }

@@ -229,7 +229,28 @@ func (c *conn) connName() string {
 
 // tracePublish copies a publish on ch that went to queues.
 func (ch *channel) tracePublish(p *publishing, queues []queue.Queue) {
-	v := ch.c.vhost
+	if ch.c.vhost.tracingOn() {
+		ch.c.vhost.tracePublish(traceSource{ch.c.connName(), ch.c.user, ch.id}, p, queues)
+	}
+}
+
+// traceDeliver copies a delivery of e from q on ch (not a direct reply-to
+// one, as RabbitMQ). It may run with q's and ch's locks held.
+func (ch *channel) traceDeliver(q queue.Queue, e queue.Entry) {
+	if ch.c.vhost.tracingOn() {
+		ch.c.vhost.traceDeliver(traceSource{ch.c.connName(), ch.c.user, ch.id}, q, e)
+	}
+}
+
+// traceSource names where a traced publish or delivery happened.
+type traceSource struct {
+	connName string
+	user     string
+	channel  uint16
+}
+
+// tracePublish copies a publish from src that went to queues.
+func (v *vhost) tracePublish(src traceSource, p *publishing, queues []queue.Queue) {
 	if !v.tracingOn() || p.method.Exchange == traceExchange {
 		return
 	}
@@ -239,20 +260,19 @@ func (ch *channel) tracePublish(p *publishing, queues []queue.Queue) {
 	}
 	v.traceAdd(traceEvent{
 		exchange: p.method.Exchange, keys: append([]string{p.method.RoutingKey}, p.cc...),
-		props: p.props, body: p.body, connName: ch.c.connName(), user: ch.c.user, channel: ch.id, routed: routed,
+		props: p.props, body: p.body, connName: src.connName, user: src.user, channel: src.channel, routed: routed,
 	})
 }
 
-// traceDeliver copies a delivery of e from q on ch (not a direct reply-to
-// one, as RabbitMQ). It may run with q's and ch's locks held.
-func (ch *channel) traceDeliver(q queue.Queue, e queue.Entry) {
-	v := ch.c.vhost
-	if !v.tracingOn() || e.Msg.Exchange == traceExchange || q.Type() == ch.c.srv.replies {
+// traceDeliver copies a delivery of e from q to src (not a direct reply-to
+// one, as RabbitMQ). It may run with q's lock held.
+func (v *vhost) traceDeliver(src traceSource, q queue.Queue, e queue.Entry) {
+	if !v.tracingOn() || e.Msg.Exchange == traceExchange || q.Type() == v.srv.replies {
 		return
 	}
 	v.traceAdd(traceEvent{
 		deliver: true, exchange: e.Msg.Exchange, keys: []string{e.Msg.RoutingKey},
-		props: e.Msg.Props, body: e.Msg.Body, connName: ch.c.connName(), user: ch.c.user, channel: ch.id,
+		props: e.Msg.Props, body: e.Msg.Body, connName: src.connName, user: src.user, channel: src.channel,
 		queue: q.Decl().Name, redelivered: e.Redelivered,
 	})
 }
