@@ -21,6 +21,10 @@
 #                     runs (0: one Warren process for the whole run)
 #   OUT=dir           where per-run JSON files go (default: a temp dir)
 #   UPDATE_MD=1       also replace the results section of BENCHMARKS.md
+#   BASE_REV=rev      compare Warren with Warren built from git revision rev
+#                     instead of RabbitMQ (before/after a change, alternating
+#                     the same way; the base runs on 127.0.0.1:$BASE_PORT,
+#                     default 5681, restarted like the other per run)
 # The whole script is one compound command, so that bash has parsed all of
 # it before it starts: editing the file during a run cannot break the run.
 {
@@ -49,7 +53,13 @@ OUT=${OUT:-$(mktemp -d /tmp/warren-bench.XXXXXX)}
 mkdir -p "$OUT"
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 
-if [[ -z $RABBIT_PID ]]; then
+BASE_REV=${BASE_REV:-}
+BASE_PORT=${BASE_PORT:-5681}
+LABEL_A=Warren LABEL_B=RabbitMQ RATIO="W/R"
+if [[ -n $BASE_REV ]]; then
+	LABEL_A="Warren HEAD" LABEL_B="Warren $BASE_REV" RATIO="HEAD/base"
+	RABBIT_URL=amqp://guest:guest@127.0.0.1:$BASE_PORT/
+elif [[ -z $RABBIT_PID ]]; then
 	log "RabbitMQ is not running (no beam.smp); start it with: rabbitmq-server &"
 	exit 1
 fi
@@ -63,7 +73,33 @@ PERF=$SRC/warren-perf
 (cd "$SRC" && go build -o "$PERF" ./cmd/warren-perf) || { log "build warren-perf failed"; exit 1; }
 
 STARTED_WARREN=
+STARTED_BASE=
 DATADIRS=()
+# start_base starts Warren built from BASE_REV, fresh, as the second broker.
+start_base() {
+	if [[ ! -x $SRC_BASE/warren ]]; then
+		SRC_BASE=$(mktemp -d /tmp/warren-bench-base.XXXXXX)
+		(cd "$ROOT" && git archive "$BASE_REV" | tar -x -C "$SRC_BASE")
+		(cd "$SRC_BASE" && go build -o "$SRC_BASE/warren" ./cmd/warren) || { log "build of $BASE_REV failed"; exit 1; }
+	fi
+	if [[ -n $STARTED_BASE ]]; then
+		kill "$STARTED_BASE" 2>/dev/null
+		wait "$STARTED_BASE" 2>/dev/null
+	fi
+	local dd
+	dd=$(mktemp -d /tmp/warren-bench-data.XXXXXX)
+	DATADIRS+=("$dd")
+	# Flags every revision since the benchmark script exists takes.
+	"$SRC_BASE/warren" --listen 127.0.0.1:"$BASE_PORT" --mgmt-listen off --data-dir "$dd" --log-level warn >>"$OUT/base.log" 2>&1 &
+	RABBIT_PID=$!
+	STARTED_BASE=$RABBIT_PID
+	sleep 1
+	if ! kill -0 "$RABBIT_PID" 2>/dev/null; then
+		log "Warren $BASE_REV did not start; see $OUT/base.log"
+		exit 1
+	fi
+}
+SRC_BASE=
 start_warren() {
 	if [[ ! -x $SRC/warren ]]; then
 		(cd "$SRC" && go build -o "$SRC/warren" ./cmd/warren) || { log "build warren failed"; exit 1; }
@@ -75,7 +111,11 @@ start_warren() {
 		log "port $WARREN_PORT is already taken; stop that broker or pass WARREN_PID/WARREN_URL"
 		exit 1
 	fi
-	"$SRC/warren" --listen 127.0.0.1:"$WARREN_PORT" --prometheus-listen off --data-dir "$dd" --log-level warn >>"$OUT/warren.log" 2>&1 &
+	local extra=()
+	# Against a base build both run without the management API (the
+	# base's default port would be taken by this one's).
+	[[ -n $BASE_REV ]] && extra=(--mgmt-listen off)
+	"$SRC/warren" --listen 127.0.0.1:"$WARREN_PORT" --prometheus-listen off "${extra[@]}" --data-dir "$dd" --log-level warn >>"$OUT/warren.log" 2>&1 &
 	WARREN_PID=$!
 	STARTED_WARREN=$WARREN_PID
 	sleep 1
@@ -87,7 +127,8 @@ start_warren() {
 }
 cleanup() {
 	if [[ -n $STARTED_WARREN ]]; then kill "$STARTED_WARREN" 2>/dev/null; fi
-	rm -rf "$SRC" "${DATADIRS[@]}"
+	if [[ -n $STARTED_BASE ]]; then kill "$STARTED_BASE" 2>/dev/null; fi
+	rm -rf "$SRC" "${SRC_BASE:-}" "${DATADIRS[@]}"
 }
 trap cleanup EXIT
 if [[ -z ${WARREN_PID:-} ]]; then
@@ -137,6 +178,9 @@ run_one() { # name broker round args...
 			start_warren
 		fi
 		url=$WARREN_URL pid=$WARREN_PID
+	elif [[ -n $BASE_REV ]]; then
+		start_base
+		url=$RABBIT_URL pid=$RABBIT_PID
 	else
 		# Other users of the machine may restart RabbitMQ: follow its pid.
 		if [[ $RABBIT_PID_AUTO == 1 ]] && ! grep -q beam /proc/"$RABBIT_PID"/cmdline 2>/dev/null; then
@@ -171,6 +215,7 @@ run_one() { # name broker round args...
 	sleep 2
 }
 
+[[ -n $BASE_REV ]] && log "second broker: Warren built from $BASE_REV on port $BASE_PORT"
 log "results in $OUT; rounds $ROUNDS; duration ${DUR}s; Warren $WARREN_URL pid $WARREN_PID; RabbitMQ $RABBIT_URL pid $RABBIT_PID"
 for s in "${SCENARIOS[@]}"; do
 	IFS='|' read -r name desc args <<<"$s"
@@ -189,7 +234,7 @@ table() {
 	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for s in "${SCENARIOS[@]}"; do
 		IFS='|' read -r name desc args <<<"$s"
-		jq -s -r --arg name "$name" '
+		jq -s -r --arg name "$name" --arg la "$LABEL_A" --arg lb "$LABEL_B" --arg ratio "$RATIO" '
 		def med: map(select(. != null)) | sort | if length == 0 then null elif length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
 		def fig(b): map(select(.broker_tag == b)) | {
 			sent: (map(.send_rate) | med),
@@ -210,9 +255,9 @@ table() {
 		def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b) * 100 | round / 100 | tostring) + "×" end;
 		(fig("warren")) as $w | (fig("rabbitmq")) as $r |
 		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost)\(if x.undrained > 0 then " (drain timed out in \(x.undrained) runs)" else "" end) | \(x.errs) |";
-		row("Warren"; $w),
-		row("RabbitMQ"; $r),
-		"| \($name) | **W/R** | \(ratio($w.sent;$r.sent)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"
+		row($la; $w),
+		row($lb; $r),
+		"| \($name) | **\($ratio)** | \(ratio($w.sent;$r.sent)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"
 		' <(for f in "$OUT/$name".*.json; do b=${f#"$OUT/$name".}; b=${b%%.*}; jq -c --arg b "$b" '. + {broker_tag:$b}' "$f"; done)
 	done
 	echo
