@@ -9,10 +9,7 @@ package conformance
 // four-byte sequences above U+10FFFF pass, and such a name works like any
 // other.
 
-var (
-	mExDeclare   = rawMethodID{40, 10}
-	mExDeclareOk = rawMethodID{40, 11}
-)
+var mExDeclare = rawMethodID{40, 10}
 
 func exchangeDeclareArgs(name, kind string, autoDelete bool) []byte {
 	var w wbuf

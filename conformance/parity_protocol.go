@@ -11,8 +11,6 @@ import (
 // reply texts quoted are RabbitMQ's.
 
 var (
-	mExchBind     = rawMethodID{40, 30}
-	mExchBindOk   = rawMethodID{40, 31}
 	mExchUnbind   = rawMethodID{40, 40}
 	mExchUnbindOk = rawMethodID{40, 51}
 	mQBind        = rawMethodID{50, 20}
