@@ -131,20 +131,8 @@ func (ch *channel) publishAssembled() error {
 	if ch.closing {
 		return nil
 	}
-	err := ch.publish(p)
-	if err == nil {
-		return nil
-	}
 	// Errors of a publish name basic.publish.
-	ae := replyError(err)
-	if ae.ClassID == 0 && ae.MethodID == 0 {
-		ae.ClassID, ae.MethodID = amqp.ClassBasic, amqp.MethodBasicPublish
-	}
-	if ae.Hard() {
-		return ae
-	}
-	ch.softError(ae)
-	return nil
+	return ch.failed(ch.publish(p), amqp.ClassBasic, amqp.MethodBasicPublish)
 }
 
 func (ch *channel) publish(p *publishing) error {

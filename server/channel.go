@@ -159,14 +159,19 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 		}
 		return nil
 	}
-	err := ch.dispatch(m)
+	return ch.failed(ch.dispatch(m), m.ClassID(), m.MethodID())
+}
+
+// failed answers a method's error: a soft one closes the channel here, a
+// hard one is returned for the connection to close. Soft or hard, the close
+// names the method (classID, methodID) unless the error names one.
+func (ch *channel) failed(err error, classID, methodID uint16) error {
 	if err == nil {
 		return nil
 	}
 	ae := replyError(err)
 	if ae.ClassID == 0 && ae.MethodID == 0 {
-		// Soft or hard, the close names the method that caused it.
-		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
+		ae.ClassID, ae.MethodID = classID, methodID
 	}
 	if ae.Hard() {
 		return ae
