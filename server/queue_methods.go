@@ -6,20 +6,59 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/queue"
 )
 
-// purgeRefused and getRefused answer an operation a queue's type lacks.
-// The stream issue records RabbitMQ's exact replies for its type.
+// purgeRefused and getRefused answer an operation a queue's type lacks,
+// in RabbitMQ's words for stream queues.
 func purgeRefused(q queue.Queue) *amqp.Error {
-	return amqp.Errorf(amqp.NotImplemented, 0, 0, "queue.purge not supported by %s queues", q.Type().Info().Name)
+	d := q.Decl()
+	return amqp.Errorf(amqp.NotImplemented, 0, 0, "queue.purge not supported by %s queues queue '%s' in vhost '%s'",
+		q.Type().Info().Name, d.Name, d.VHost)
 }
 
 func getRefused(q queue.Queue) *amqp.Error {
-	return amqp.Errorf(amqp.NotImplemented, 0, 0, "basic.get not supported by %s queues", q.Type().Info().Name)
+	d := q.Decl()
+	return amqp.Errorf(amqp.NotImplemented, 0, 0, "basic.get not supported by %s queues queue '%s' in vhost '%s'",
+		q.Type().Info().Name, d.Name, d.VHost)
+}
+
+// nackRefused answers a nack or reject of a delivery from a queue that
+// refuses them (streams), as RabbitMQ does: 540, closing the connection.
+func nackRefused(ds []ack.Delivery, isAck bool) error {
+	if isAck {
+		return nil
+	}
+	for _, d := range ds {
+		if _, ok := d.Queue.(queue.NackRefuser); ok {
+			q := d.Queue.Decl()
+			return amqp.Errorf(amqp.NotImplemented, 0, 0, "basic.nack and basic.reject not supported by %s queues queue '%s' in vhost '%s'",
+				d.Queue.Type().Info().Name, q.Name, q.VHost)
+		}
+	}
+	return nil
+}
+
+// consumeError answers a consumer a queue's type refused, as RabbitMQ
+// does for stream queues.
+func consumeError(err error, q queue.Queue, name, vhost string) error {
+	var oe *queue.OffsetError
+	switch {
+	case errors.Is(err, queue.ErrNoAckRefused):
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "automatic acknowledgement not supported by %s queues queue '%s' in vhost '%s'",
+			q.Type().Info().Name, name, vhost)
+	case errors.Is(err, queue.ErrPrefetchRequired):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "consumer prefetch count is not set for 'queue '%s' in vhost '%s''", name, vhost)
+	case errors.As(err, &oe):
+		// RabbitMQ 3.10 crashes on it and closes the connection with a
+		// bare INTERNAL_ERROR.
+		return &amqp.Error{Code: amqp.InternalError, Cause: err}
+	}
+	return err
 }
 
 func notFoundQueue(name, vhost string) *amqp.Error {
