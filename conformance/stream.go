@@ -136,10 +136,16 @@ func init() {
 		refused("stream/consume-unknown-offset-541", 541, clConnClose, "", consume(10, false, false, amqp.Table{"x-stream-offset": "bogus"})),
 		refused("stream/get-540", clCodeNotImplemented, clConnClose,
 			"NOT_IMPLEMENTED - basic.get not supported by stream queues queue '%s' in vhost '%s'",
-			func(_ T, _ *amqp.Connection, ch *amqp.Channel, q string) error { _, _, err := ch.Get(q, false); return err }),
+			func(_ T, _ *amqp.Connection, ch *amqp.Channel, q string) error {
+				_, _, err := ch.Get(q, false)
+				return err
+			}),
 		refused("stream/purge-540", clCodeNotImplemented, clConnClose,
 			"NOT_IMPLEMENTED - queue.purge not supported by stream queues queue '%s' in vhost '%s'",
-			func(_ T, _ *amqp.Connection, ch *amqp.Channel, q string) error { _, err := ch.QueuePurge(q, false); return err }),
+			func(_ T, _ *amqp.Connection, ch *amqp.Channel, q string) error {
+				_, err := ch.QueuePurge(q, false)
+				return err
+			}),
 		refused("stream/nack-540", clCodeNotImplemented, clConnClose,
 			"NOT_IMPLEMENTED - basic.nack and basic.reject not supported by stream queues queue '%s' in vhost '%s'",
 			func(t T, conn *amqp.Connection, _ *amqp.Channel, q string) error {

@@ -237,7 +237,9 @@ var (
 // 3.10 crashes on an unknown offset string: 541 INTERNAL_ERROR.
 type OffsetError struct{ Value any }
 
-func (e *OffsetError) Error() string { return fmt.Sprintf("queue: invalid x-stream-offset %v", e.Value) }
+func (e *OffsetError) Error() string {
+	return fmt.Sprintf("queue: invalid x-stream-offset %v", e.Value)
+}
 
 // Decl is what a queue was declared with.
 type Decl struct {

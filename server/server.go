@@ -20,8 +20,8 @@ import (
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/classic"
-	"github.com/warrenmq/warren/queue/stream"
 	"github.com/warrenmq/warren/queue/replyto"
+	"github.com/warrenmq/warren/queue/stream"
 )
 
 // storeCloseTimeout bounds how long shutdown waits for the store to close.

@@ -174,6 +174,7 @@ type Log struct {
 	committed uint64 // records below it are readable
 	lastChunk uint64 // offset of the last chunk's first record
 	lastTs    int64
+	chunkSeen bool // the last scan found a chunk's start
 
 	// the writer's
 	f, idx    *os.File
@@ -288,6 +289,7 @@ func (l *Log) scan(s *segment, closed bool) (uint64, error) {
 	}
 	var idx []byte
 	next, pos, lastIdx := s.base, int64(segHeader), int64(-1)
+	l.lastChunk, l.chunkSeen = 0, false
 	for pos < int64(len(data)) {
 		r, n, err := decodeRecord(data[pos:])
 		if err == nil && r.Offset != next {
@@ -311,7 +313,7 @@ func (l *Log) scan(s *segment, closed bool) (uint64, error) {
 			lastIdx = pos
 		}
 		if r.Flags&flagChunk != 0 || next == 0 {
-			l.lastChunk = r.Offset
+			l.lastChunk, l.chunkSeen = r.Offset, true
 		}
 		l.lastTs = max(l.lastTs, r.Timestamp)
 		next++
@@ -363,11 +365,10 @@ func (l *Log) openActive() error {
 	if err != nil {
 		return err
 	}
-	if l.lastChunk < s.base && len(l.segs) > 1 {
-		// No chunk starts in the last segment: the last chunk starts in
-		// the one before, which was whole when this one started.
-		p := l.segs[len(l.segs)-2]
-		if _, err := l.scan(p, true); err != nil {
+	// When no chunk starts in the last segment, the last chunk started
+	// in one before it, which was whole when the next one started.
+	for i := len(l.segs) - 2; i >= 0 && !l.chunkSeen; i-- {
+		if _, err := l.scan(l.segs[i], true); err != nil {
 			return err
 		}
 	}
@@ -505,7 +506,7 @@ func (l *Log) Write(recs [][]byte) error {
 	last := binary.LittleEndian.Uint64(recs[len(recs)-1][recHeader:])
 	l.mu.Lock()
 	s.size, s.committed = size, size
-	l.next, l.committed, l.lastChunk = last+1, last+1, first
+	l.committed, l.lastChunk = last+1, first
 	l.mu.Unlock()
 	return nil
 }
