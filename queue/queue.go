@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -118,6 +119,11 @@ type ConsumeOptions struct {
 	// Args are the consume arguments, for types that read more of them
 	// (x-stream-offset).
 	Args map[string]any
+	// NoAck: the consumer acknowledges nothing (streams refuse it).
+	NoAck bool
+	// Prefetch is the consumer's own prefetch limit, 0 for none (streams
+	// need one).
+	Prefetch uint16
 }
 
 // Consumer receives deliveries from a queue.
@@ -177,6 +183,12 @@ type (
 		// SetLimits replaces the queue's limits (a policy changed).
 		SetLimits(l Limits)
 	}
+	// NackRefuser is a queue whose deliveries cannot be nacked or
+	// rejected (streams: RabbitMQ answers 540 NOT_IMPLEMENTED). Settle
+	// with Requeue still ends its deliveries of a closed channel.
+	NackRefuser interface {
+		RefusesNack()
+	}
 	// Transactional is a type whose share of a tx.commit is made durable
 	// as one: after a crash, all of it or none of it is there.
 	Transactional interface {
@@ -213,7 +225,21 @@ var (
 	ErrDeleted  = errors.New("queue: deleted")
 	ErrInUse    = errors.New("queue: in use")
 	ErrNotEmpty = errors.New("queue: not empty")
+	// ErrNoAckRefused: the type takes no consumers with automatic
+	// acknowledgement (streams; RabbitMQ answers 540).
+	ErrNoAckRefused = errors.New("queue: automatic acknowledgement not supported")
+	// ErrPrefetchRequired: the type needs a per-consumer prefetch limit
+	// (streams; RabbitMQ answers 406).
+	ErrPrefetchRequired = errors.New("queue: consumer prefetch count is not set")
 )
+
+// OffsetError is a consumer's x-stream-offset the type cannot read. RabbitMQ
+// 3.10 crashes on an unknown offset string: 541 INTERNAL_ERROR.
+type OffsetError struct{ Value any }
+
+func (e *OffsetError) Error() string {
+	return fmt.Sprintf("queue: invalid x-stream-offset %v", e.Value)
+}
 
 // Decl is what a queue was declared with.
 type Decl struct {

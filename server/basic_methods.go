@@ -64,7 +64,8 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		q = ch.openReply()
 	}
 	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, exclusive: m.Exclusive, credit: credit}
-	switch err := q.AddConsumer(queue.ConsumeOptions{Tag: tag, Consumer: k, Exclusive: m.Exclusive, Priority: prio, Args: m.Arguments}); {
+	switch err := q.AddConsumer(queue.ConsumeOptions{Tag: tag, Consumer: k, Exclusive: m.Exclusive, Priority: prio, Args: m.Arguments,
+		NoAck: m.NoAck, Prefetch: credit.Limit()}); {
 	case errors.Is(err, queue.ErrExclusiveConsumer):
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrHasConsumers):
@@ -72,7 +73,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	case errors.Is(err, queue.ErrDeleted):
 		return notFoundQueue(name, ch.c.vhost.name)
 	case err != nil:
-		return err
+		return consumeError(err, q, name, ch.c.vhost.name)
 	}
 	ch.mu.Lock()
 	ch.consumers[tag] = k
@@ -282,6 +283,9 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	ch.c.unackedChanged(-len(ds))
 	if !ok {
 		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "unknown delivery tag %d", tag)
+	}
+	if err := nackRefused(ds, isAck); err != nil {
+		return err
 	}
 	op := queue.Ack
 	switch {

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 
+	"github.com/warrenmq/warren/ack"
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/queue"
@@ -12,6 +13,40 @@ import (
 // empty name meaning the last declared queue), call the vhost's domain API
 // (domain.go), reply. Errors go back to handleMethod, which maps them with
 // replyError.
+
+// nackRefused answers a nack or reject of a delivery from a queue that
+// refuses them (streams), as RabbitMQ does: 540, closing the connection.
+func nackRefused(ds []ack.Delivery, isAck bool) error {
+	if isAck {
+		return nil
+	}
+	for _, d := range ds {
+		if _, ok := d.Queue.(queue.NackRefuser); ok {
+			q := d.Queue.Decl()
+			return amqp.Errorf(amqp.NotImplemented, 0, 0, "basic.nack and basic.reject not supported by %s queues queue '%s' in vhost '%s'",
+				d.Queue.Type().Info().Name, q.Name, q.VHost)
+		}
+	}
+	return nil
+}
+
+// consumeError answers a consumer a queue's type refused, as RabbitMQ
+// does for stream queues.
+func consumeError(err error, q queue.Queue, name, vhost string) error {
+	var oe *queue.OffsetError
+	switch {
+	case errors.Is(err, queue.ErrNoAckRefused):
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "automatic acknowledgement not supported by %s queues queue '%s' in vhost '%s'",
+			q.Type().Info().Name, name, vhost)
+	case errors.Is(err, queue.ErrPrefetchRequired):
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "consumer prefetch count is not set for 'queue '%s' in vhost '%s''", name, vhost)
+	case errors.As(err, &oe):
+		// RabbitMQ 3.10 crashes on it and closes the connection with a
+		// bare INTERNAL_ERROR.
+		return &amqp.Error{Code: amqp.InternalError, Cause: err}
+	}
+	return err
+}
 
 func notFoundQueue(name, vhost string) *amqp.Error {
 	return replyError(&NotFoundError{Kind: "queue", Name: name, VHost: vhost})

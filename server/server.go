@@ -21,6 +21,7 @@ import (
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/classic"
 	"github.com/warrenmq/warren/queue/replyto"
+	"github.com/warrenmq/warren/queue/stream"
 )
 
 // storeCloseTimeout bounds how long shutdown waits for the store to close.
@@ -48,6 +49,7 @@ type Server struct {
 	// one, replies the direct reply-to pseudo-queues.
 	types   *queue.Registry
 	classic *classic.Type
+	streams *stream.Type
 	replies *replyto.Type
 
 	maxMessageSize atomic.Uint64
@@ -135,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
+	s.streams.Recovered()
 	return s, nil
 }
 
@@ -297,10 +300,11 @@ func (s *Server) vhost(name string) *vhost {
 	return s.vhosts[name]
 }
 
-// registerTypes sets up the queue types. Quorum and stream queues run as
-// classic queues for now, with their declarations checked as RabbitMQ
-// checks them and x-delivery-count on quorum deliveries; their own types
-// replace these registrations (issues 13 and 14).
+// registerTypes sets up the queue types. Quorum queues run as classic
+// queues for now, with their declarations checked as RabbitMQ checks them
+// and x-delivery-count on their deliveries; their own type replaces this
+// registration (issue 14). Streams keep their logs under
+// <data dir>/streams.
 func (s *Server) registerTypes() {
 	s.classic = classic.NewType(classic.Config{
 		Store:         s.store,
@@ -312,7 +316,12 @@ func (s *Server) registerTypes() {
 	s.types = queue.NewRegistry()
 	s.types.Register(s.classic)
 	s.types.Register(s.classic.As(queue.TypeInfo{Name: "quorum", Module: "rabbit_quorum_queue", Refused: queue.QuorumRefused, Replicated: true}))
-	s.types.Register(s.classic.As(queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true}))
+	s.streams = stream.NewType(stream.Config{
+		Dir:   filepath.Join(s.cfg.DataDir, "streams"),
+		Store: s.store,
+		Log:   func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
+	})
+	s.types.Register(s.streams)
 }
 
 // spillDir is where non-durable queues spill: a directory under the data

@@ -1,0 +1,339 @@
+package conformance
+
+import (
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Stream queues over AMQP 0-9-1, as RabbitMQ 3.10 has them: declared
+// durable with x-queue-type=stream; consumed with manual acks and a
+// per-consumer prefetch from an x-stream-offset; every delivery carries
+// its offset in the x-stream-offset header; acks return credit and never
+// delete, so every consumer reads the whole stream.
+
+// stDeclare declares a stream and removes it after the case.
+func stDeclare(t T, tg Target, ch *amqp.Channel, args amqp.Table) string {
+	t.Helper()
+	name := clUniq("stream")
+	clCleanupQueue(t, tg, name)
+	a := amqp.Table{"x-queue-type": "stream"}
+	for k, v := range args {
+		a[k] = v
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, a); err != nil {
+		t.Fatalf("declare stream: %v", err)
+	}
+	return name
+}
+
+// stPublishN publishes n confirmed messages "0".."n-1" to stream q.
+func stPublishN(t T, conn *amqp.Connection, q string, n int) {
+	t.Helper()
+	ch := clConfirmChan(t, conn)
+	for i := range n {
+		clPublishConfirmed(t, ch, "", q, clBody(fmt.Sprint(i)))
+	}
+	ch.Close()
+}
+
+// stConsume consumes q on a new channel with prefetch and an offset
+// spec (nil: none).
+func stConsume(t T, conn *amqp.Connection, q string, prefetch int, offset any) (*amqp.Channel, <-chan amqp.Delivery) {
+	t.Helper()
+	ch := clOpenChan(t, conn)
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		t.Fatalf("basic.qos: %v", err)
+	}
+	var args amqp.Table
+	if offset != nil {
+		args = amqp.Table{"x-stream-offset": offset}
+	}
+	ds, err := ch.Consume(q, "", false, false, false, false, args)
+	if err != nil {
+		t.Fatalf("consume %v: %v", offset, err)
+	}
+	return ch, ds
+}
+
+// stRecvAcked receives n deliveries, acking each, and returns them.
+func stRecvAcked(t T, ds <-chan amqp.Delivery, n int) []amqp.Delivery {
+	t.Helper()
+	out := make([]amqp.Delivery, 0, n)
+	for range n {
+		d := clRecvDelivery(t, ds)
+		if err := d.Ack(false); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// stOffsets are the x-stream-offset headers of ds.
+func stOffsets(t T, ds []amqp.Delivery) []string {
+	t.Helper()
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		v, ok := d.Headers["x-stream-offset"].(int64)
+		if !ok {
+			t.Fatalf("delivery %q: x-stream-offset %v (%T), want a long", d.Body, d.Headers["x-stream-offset"], d.Headers["x-stream-offset"])
+		}
+		out[i] = fmt.Sprint(v)
+	}
+	return out
+}
+
+func stWant(t T, what string, got []string, want ...string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func stSeq(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprint(i))
+	}
+	return out
+}
+
+func init() {
+	refused := func(name string, code int, kind clCloseKind, format string, op func(t T, conn *amqp.Connection, ch *amqp.Channel, q string) error) Case {
+		return Case{Name: name, Run: func(t T, tg Target) {
+			conn, ch := clDialChan(t, tg)
+			q := stDeclare(t, tg, ch, nil)
+			stPublishN(t, conn, q, 1)
+			ae := clExpectErr(t, conn, op(t, conn, ch, q), code, kind)
+			if format == "" {
+				return
+			}
+			if want := fmt.Sprintf(format, q, acVHost(tg)); ae.Reason != want {
+				t.Errorf("reply text %q, want %q", ae.Reason, want)
+			}
+		}}
+	}
+	consume := func(prefetch int, global, noAck bool, args amqp.Table) func(T, *amqp.Connection, *amqp.Channel, string) error {
+		return func(t T, _ *amqp.Connection, ch *amqp.Channel, q string) error {
+			if prefetch > 0 {
+				if err := ch.Qos(prefetch, 0, global); err != nil {
+					t.Fatalf("basic.qos: %v", err)
+				}
+			}
+			_, err := ch.Consume(q, "", noAck, false, false, false, args)
+			return err
+		}
+	}
+	register(
+		refused("stream/consume-without-prefetch-406", clCodePreconditionFailed, clChanClose,
+			"PRECONDITION_FAILED - consumer prefetch count is not set for 'queue '%s' in vhost '%s''", consume(0, false, false, nil)),
+		refused("stream/consume-global-prefetch-only-406", clCodePreconditionFailed, clChanClose,
+			"PRECONDITION_FAILED - consumer prefetch count is not set for 'queue '%s' in vhost '%s''", consume(10, true, false, nil)),
+		refused("stream/consume-no-ack-540", clCodeNotImplemented, clConnClose,
+			"NOT_IMPLEMENTED - automatic acknowledgement not supported by stream queues queue '%s' in vhost '%s'", consume(10, false, true, nil)),
+		refused("stream/consume-unknown-offset-541", 541, clConnClose, "", consume(10, false, false, amqp.Table{"x-stream-offset": "bogus"})),
+		refused("stream/get-540", clCodeNotImplemented, clConnClose,
+			"NOT_IMPLEMENTED - basic.get not supported by stream queues queue '%s' in vhost '%s'",
+			func(_ T, _ *amqp.Connection, ch *amqp.Channel, q string) error {
+				_, _, err := ch.Get(q, false)
+				return err
+			}),
+		refused("stream/purge-540", clCodeNotImplemented, clConnClose,
+			"NOT_IMPLEMENTED - queue.purge not supported by stream queues queue '%s' in vhost '%s'",
+			func(_ T, _ *amqp.Connection, ch *amqp.Channel, q string) error {
+				_, err := ch.QueuePurge(q, false)
+				return err
+			}),
+		refused("stream/nack-540", clCodeNotImplemented, clConnClose,
+			"NOT_IMPLEMENTED - basic.nack and basic.reject not supported by stream queues queue '%s' in vhost '%s'",
+			func(t T, conn *amqp.Connection, _ *amqp.Channel, q string) error {
+				ch, ds := stConsume(t, conn, q, 10, "first")
+				closes := clNotifyClose(ch)
+				if err := clRecvDelivery(t, ds).Nack(false, true); err != nil {
+					t.Fatalf("nack: %v", err)
+				}
+				select {
+				case e := <-closes:
+					if e != nil {
+						return e
+					}
+				case <-time.After(clWaitTimeout):
+				}
+				return nil
+			}),
+	)
+	register(
+		Case{
+			// Acks never delete: two consumers from "first" each read the
+			// whole stream, every delivery with its offset, not redelivered.
+			Name: "stream/every-consumer-reads-all",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 5)
+				for range 2 {
+					_, ds := stConsume(t, conn, q, 2, "first")
+					got := stRecvAcked(t, ds, 5)
+					stWant(t, "bodies", clBodies(got), stSeq(0, 5)...)
+					stWant(t, "offsets", stOffsets(t, got), stSeq(0, 5)...)
+					for _, d := range got {
+						if d.Redelivered {
+							t.Fatalf("delivery %q is marked redelivered", d.Body)
+						}
+					}
+					clNoDelivery(t, ds)
+				}
+			},
+		},
+		Case{
+			// The offset specs: first, last (the last chunk: one message
+			// when published one by one), next (and no spec), a number
+			// (clamped: beyond the end is next, negative is first), an
+			// interval and a timestamp.
+			Name: "stream/offset-specs",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 5)
+				for _, c := range []struct {
+					spec any
+					want []string
+				}{
+					{"first", stSeq(0, 5)},
+					{"last", []string{"4"}},
+					{int64(3), []string{"3", "4"}},
+					{int32(2), []string{"2", "3", "4"}},
+					{int64(-5), stSeq(0, 5)},
+					{int64(100), nil},
+					{"next", nil},
+					{nil, nil},
+					{"10m", stSeq(0, 5)},
+					{time.Now().Add(-time.Hour), stSeq(0, 5)},
+					{time.Now().Add(time.Hour), nil},
+				} {
+					_, ds := stConsume(t, conn, q, 10, c.spec)
+					got := stRecvAcked(t, ds, len(c.want))
+					stWant(t, fmt.Sprintf("offset %v", c.spec), stOffsets(t, got), c.want...)
+					stWant(t, fmt.Sprintf("bodies from %v", c.spec), clBodies(got), c.want...)
+					clNoDelivery(t, ds)
+				}
+			},
+		},
+		Case{
+			// A consumer at "next" gets what is published after it
+			// subscribed, in order, within its prefetch: acks give credit.
+			Name: "stream/next-gets-new-messages-with-credit",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 3)
+				_, ds := stConsume(t, conn, q, 2, "next")
+				clSyncChan(t, ch)
+				pch := clConfirmChan(t, conn)
+				for i := 3; i < 8; i++ {
+					clPublishConfirmed(t, pch, "", q, clBody(fmt.Sprint(i)))
+				}
+				first := clRecvN(t, ds, 2)
+				stWant(t, "within the prefetch", clBodies(first), "3", "4")
+				clNoDelivery(t, ds)
+				for _, d := range first {
+					d.Ack(false)
+				}
+				got := stRecvAcked(t, ds, 3)
+				stWant(t, "after the acks", clBodies(got), "5", "6", "7")
+				stWant(t, "offsets", stOffsets(t, got), "5", "6", "7")
+			},
+		},
+		Case{
+			// Own headers are kept next to x-stream-offset; the stream is
+			// reached through a bound exchange too.
+			Name: "stream/headers-and-bindings",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				x := clDeclareExchange(t, tg, ch, "direct", nil)
+				clBindQueue(t, ch, q, "k", x, nil)
+				pch := clConfirmChan(t, conn)
+				clPublishConfirmed(t, pch, x, "k", amqp.Publishing{Body: []byte("m"), Headers: amqp.Table{"own": "kept"}, ContentType: "text/plain"})
+				_, ds := stConsume(t, conn, q, 1, "first")
+				d := stRecvAcked(t, ds, 1)[0]
+				if d.Headers["own"] != "kept" || d.ContentType != "text/plain" || d.Exchange != x || d.RoutingKey != "k" {
+					t.Fatalf("delivery: headers %v content type %q exchange %q key %q", d.Headers, d.ContentType, d.Exchange, d.RoutingKey)
+				}
+				stWant(t, "offset", stOffsets(t, []amqp.Delivery{d}), "0")
+			},
+		},
+		Case{
+			// Declare-ok counts the stream's messages; RabbitMQ updates
+			// the count it reports every few seconds.
+			Name: "stream/declare-ok-counts-messages",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 3)
+				deadline := time.Now().Add(15 * time.Second)
+				for {
+					ok, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "stream"})
+					if err != nil {
+						t.Fatalf("re-declare: %v", err)
+					}
+					if ok.Messages == 3 && ok.Consumers == 0 {
+						return
+					}
+					if ok.Messages != 0 || time.Now().After(deadline) {
+						t.Fatalf("declare-ok: %d messages %d consumers, want 3 and 0", ok.Messages, ok.Consumers)
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			},
+		},
+		Case{
+			// A stream ignores if-empty on delete and reports no messages.
+			Name: "stream/delete-if-empty-ignored",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 2)
+				n, err := ch.QueueDelete(q, false, true, false)
+				if err != nil || n != 0 {
+					t.Fatalf("delete if-empty: %d, %v; want 0 and deleted", n, err)
+				}
+				if clQueueExists(t, conn, q) {
+					t.Fatalf("the stream is still there")
+				}
+			},
+		},
+		Case{
+			// The stream arguments are taken; a refused one is refused.
+			Name: "stream/declare-args",
+			Run: func(t T, tg Target) {
+				_, ch := clDialChan(t, tg)
+				stDeclare(t, tg, ch, amqp.Table{"x-max-length-bytes": int64(1 << 30), "x-max-age": "7D", "x-stream-max-segment-size-bytes": int32(1 << 20)})
+			},
+		},
+		Case{
+			// Confirmed messages survive a restart with their offsets, and
+			// new ones follow them.
+			Name: "stream/restart-keeps-offsets",
+			Run: func(t T, tg Target) {
+				if tg.Restart == nil {
+					t.Logf("skipped: the target cannot restart")
+					return
+				}
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, amqp.Table{"x-stream-max-segment-size-bytes": int32(200)})
+				stPublishN(t, conn, q, 10)
+				conn.Close()
+				rsRestart(t, tg)
+				conn = clDial(t, tg)
+				stPublishN(t, conn, q, 1)
+				_, ds := stConsume(t, conn, q, 5, "first")
+				got := stRecvAcked(t, ds, 11)
+				stWant(t, "offsets after the restart", stOffsets(t, got), stSeq(0, 11)...)
+				stWant(t, "bodies", clBodies(got)[:10], stSeq(0, 10)...)
+			},
+		},
+	)
+}

@@ -1,0 +1,210 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// appendN writes n records (one batch each when one, else one batch) to
+// l with bodies "<offset>" and timestamps 1000+offset.
+func appendN(t *testing.T, l *Log, n int, batch bool) {
+	t.Helper()
+	var recs [][]byte
+	for range n {
+		off, ts := l.reserve(0)
+		ts = 1000 + int64(off)
+		recs = append(recs, encodeRecord(nil, &Record{Offset: off, Timestamp: ts, Exchange: "x", RoutingKey: "k",
+			Props: []byte{0, 0}, Body: []byte(fmt.Sprint(off))}))
+		if !batch {
+			if err := l.Write(recs); err != nil {
+				t.Fatal(err)
+			}
+			recs = nil
+		}
+	}
+	if err := l.Write(recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readAll(t *testing.T, r *Reader) []string {
+	t.Helper()
+	defer r.Close()
+	var out []string
+	for {
+		rec, ok, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		if string(rec.Body) != fmt.Sprint(rec.Offset) || rec.Exchange != "x" || rec.RoutingKey != "k" {
+			t.Fatalf("record %d: %+v", rec.Offset, rec)
+		}
+		out = append(out, string(rec.Body))
+	}
+}
+
+func seqs(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprint(i))
+	}
+	return out
+}
+
+func want(t *testing.T, what string, got, w []string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(w) {
+		t.Fatalf("%s: got %v, want %v", what, got, w)
+	}
+}
+
+func TestLogAppendRollLookup(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 300, false)
+	appendN(t, l, 200, true) // one batch across several segments
+	if l.Segments() < 10 {
+		t.Fatalf("%d segments for 500 records at 1 KiB each, want rolls", l.Segments())
+	}
+	for _, off := range []uint64{0, 1, 37, 299, 300, 451, 499, 500} {
+		r, err := l.ReaderAt(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, fmt.Sprintf("from %d", off), readAll(t, r), seqs(int(off), 500))
+	}
+	r, _ := l.ReaderAtTime(1000 + 123)
+	want(t, "from time 1123", readAll(t, r), seqs(123, 500))
+	r, _ = l.ReaderAtTime(0)
+	want(t, "from time 0", readAll(t, r), seqs(0, 500))
+	r, _ = l.ReaderAtTime(1 << 40)
+	want(t, "from the future", readAll(t, r), nil)
+	if _, _, last := l.Bounds(); last != 300 {
+		t.Fatalf("last chunk starts at %d, want 300 (the batch)", last)
+	}
+	l.Close()
+
+	// Reopened, everything is there, and appends continue the offsets.
+	l, err = OpenLog(dir, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, end, last := l.Bounds(); first != 0 || end != 500 || last != 300 {
+		t.Fatalf("bounds after reopen %d %d %d, want 0 500 300", first, end, last)
+	}
+	appendN(t, l, 5, false)
+	r, _ = l.ReaderAt(490)
+	want(t, "after reopen", readAll(t, r), seqs(490, 505))
+	l.Close()
+}
+
+// A reader at the end sees later appends; it never reads past the
+// committed end.
+func TestLogReaderFollowsTail(t *testing.T) {
+	l, err := OpenLog(t.TempDir(), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, _ := l.ReaderAt(0)
+	defer r.Close()
+	for i := range 50 {
+		appendN(t, l, 1, false)
+		rec, ok, err := r.Next()
+		if err != nil || !ok || rec.Offset != uint64(i) {
+			t.Fatalf("after append %d: %v %v %v", i, rec.Offset, ok, err)
+		}
+		if _, ok, _ := r.Next(); ok {
+			t.Fatal("read past the end")
+		}
+	}
+}
+
+func lastSeg(t *testing.T, dir string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	return m[len(m)-1]
+}
+
+func TestLogTornTailCut(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := OpenLog(dir, 1<<20)
+	appendN(t, l, 10, false)
+	l.Close()
+	seg := lastSeg(t, dir)
+	st, _ := os.Stat(seg)
+	// Half a record appended, as a kill during a write leaves it.
+	rec := encodeRecord(nil, &Record{Offset: 10, Body: []byte("torn")})
+	f, _ := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(rec[:len(rec)/2])
+	f.Close()
+	l, err := OpenLog(dir, 1<<20)
+	if err != nil {
+		t.Fatalf("a torn tail refused: %v", err)
+	}
+	if st2, _ := os.Stat(seg); st2.Size() != st.Size() {
+		t.Fatalf("torn tail not cut: %d bytes, want %d", st2.Size(), st.Size())
+	}
+	appendN(t, l, 1, false)
+	r, _ := l.ReaderAt(0)
+	want(t, "after the cut", readAll(t, r), seqs(0, 11))
+	l.Close()
+}
+
+func TestLogDamageRefused(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := OpenLog(dir, 1<<20)
+	appendN(t, l, 10, false)
+	l.Close()
+	seg := lastSeg(t, dir)
+	b, _ := os.ReadFile(seg)
+	b[segHeader+recHeader+20] ^= 0xff // inside the first record
+	os.WriteFile(seg, b, 0o644)
+	_, err := OpenLog(dir, 1<<20)
+	var de *DamageError
+	if !errors.As(err, &de) || de.File != seg || de.Offset != segHeader {
+		t.Fatalf("open of a damaged log = %v, want a DamageError naming %s at %d", err, seg, segHeader)
+	}
+}
+
+// A closed segment shorter than the next one says is damage.
+func TestLogShortClosedSegmentRefused(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := OpenLog(dir, 256)
+	appendN(t, l, 20, false)
+	l.Close()
+	m, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	st, _ := os.Stat(m[0])
+	os.Truncate(m[0], st.Size()-3)
+	_, err := OpenLog(dir, 256)
+	var de *DamageError
+	if !errors.As(err, &de) || de.File != m[0] {
+		t.Fatalf("open = %v, want a DamageError naming %s", err, m[0])
+	}
+}
+
+// A lost index is rebuilt from its segment.
+func TestLogIndexRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := OpenLog(dir, 2048)
+	appendN(t, l, 100, false)
+	l.Close()
+	m, _ := filepath.Glob(filepath.Join(dir, "*.idx"))
+	os.Remove(m[0])
+	l, err := OpenLog(dir, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, _ := l.ReaderAt(3)
+	want(t, "with a rebuilt index", readAll(t, r), seqs(3, 100))
+}

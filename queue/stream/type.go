@@ -1,0 +1,207 @@
+// Package stream is RabbitMQ's stream queue over AMQP 0-9-1: an
+// append-only log on disk (log.go) that every consumer reads in full from
+// an offset of its choice, acknowledging for credit only. Each stream has
+// one writer goroutine that appends the publishes waiting for it as one
+// batch, syncs once and then confirms them in order (group commit), and a
+// reader per consumer, a cursor with a small buffer, so that a stream's
+// memory grows neither with its length nor with a consumer's lag. A
+// stream's definition is a queue record in the broker's store; its log
+// lives under <Dir>/<queue id>/.
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"github.com/warrenmq/warren/queue/stream/group"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/queue"
+)
+
+// DefaultSegmentSize is RabbitMQ's default x-stream-max-segment-size-bytes.
+const DefaultSegmentSize = 500_000_000
+
+// Config is what the stream type needs of the broker.
+type Config struct {
+	// Dir holds one directory per stream.
+	Dir string
+	// Store keeps the streams' definitions (nil: none are stored).
+	Store persist.Store
+	// Log reports failures that have no caller to return to.
+	Log func(err error, msg string)
+	// Now is the clock (default time.Now).
+	Now queue.Clock
+}
+
+var streamInfo = queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true}
+
+// Type is the stream queue type.
+type Type struct {
+	cfg   Config
+	anon  atomic.Uint64 // directory names for streams not in a store
+	mu    sync.Mutex
+	known map[string]bool // directories opened since start
+}
+
+// NewType returns the stream type.
+func NewType(cfg Config) *Type {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Type{cfg: cfg, known: map[string]bool{}}
+}
+
+// Info implements queue.Type.
+func (t *Type) Info() queue.TypeInfo { return streamInfo }
+
+func (t *Type) logErr(err error, msg string) {
+	if err != nil && t.cfg.Log != nil {
+		t.cfg.Log(err, msg)
+	}
+}
+
+// Settings are a stream's own arguments.
+type Settings struct {
+	SegmentSize    int64         // x-stream-max-segment-size-bytes
+	MaxAge         time.Duration // x-max-age; 0: none (not enforced yet)
+	MaxLengthBytes int64         // x-max-length-bytes; -1: none (not enforced yet)
+}
+
+// ParseSettings reads a stream's arguments.
+func ParseSettings(args map[string]any, l queue.Limits) (Settings, error) {
+	s := Settings{SegmentSize: DefaultSegmentSize, MaxLengthBytes: l.MaxLengthBytes}
+	if v, ok := args["x-stream-max-segment-size-bytes"]; ok {
+		n, ok := queue.IntValue(v)
+		if !ok || n <= 0 {
+			return s, &queue.ArgError{Arg: "x-stream-max-segment-size-bytes", Reason: fmt.Sprintf("{value_negative,%v}", v)}
+		}
+		s.SegmentSize = n
+	}
+	if v, ok := args["x-max-age"]; ok {
+		str, _ := v.(string)
+		d, err := group.ParseInterval("x-max-age", str)
+		if err != nil {
+			return s, err
+		}
+		s.MaxAge = d
+	}
+	return s, nil
+}
+
+// New implements queue.Type: the declaration is stored first (its id
+// names the stream's directory), then an empty log is created.
+func (t *Type) New(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, error) {
+	switch {
+	case !d.Durable:
+		return nil, &queue.PropertyError{Property: "non-durable"}
+	case d.Exclusive:
+		return nil, &queue.PropertyError{Property: "exclusive-owner"}
+	case d.AutoDelete:
+		return nil, &queue.PropertyError{Property: "auto-delete"}
+	}
+	s, err := ParseSettings(d.Args, l)
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.Store != nil {
+		rec := persist.QueueRecord{VHost: d.VHost, Name: d.Name, Durable: true, Args: persist.EncodeArgs(d.Args)}
+		if err := t.cfg.Store.SaveQueue(&rec); err != nil {
+			return nil, fmt.Errorf("cannot store queue: %w", err)
+		}
+		d.ID = rec.ID
+	}
+	dir := t.dirFor(d)
+	// A new stream starts empty, whatever a crash left under its name.
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	q, err := t.open(d, s, dir)
+	if err != nil && t.cfg.Store != nil {
+		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
+	}
+	return q, err
+}
+
+func (t *Type) dirFor(d queue.Decl) string {
+	name := strconv.FormatUint(d.ID, 10)
+	if d.ID == 0 {
+		name = "anon-" + strconv.FormatUint(t.anon.Add(1), 10)
+	}
+	dir := filepath.Join(t.cfg.Dir, name)
+	t.mu.Lock()
+	t.known[name] = true
+	t.mu.Unlock()
+	return dir
+}
+
+// Recover implements the broker's recovery of a stored stream: its log is
+// opened (a torn tail cut off, damage refused) and its length returned.
+func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, int, error) {
+	s, err := ParseSettings(d.Args, l)
+	if err != nil {
+		s = Settings{SegmentSize: DefaultSegmentSize, MaxLengthBytes: -1}
+	}
+	q, err := t.open(d, s, t.dirFor(d))
+	if err != nil {
+		return nil, 0, err
+	}
+	first, end, _ := q.log.Bounds()
+	return q, int(end - first), nil
+}
+
+// Recovered removes the directories of streams that are no longer
+// defined (a crash between a stream's deletion and its files'), once the
+// broker recovered its definitions.
+func (t *Type) Recovered() {
+	ents, err := os.ReadDir(t.cfg.Dir)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range ents {
+		if !t.known[e.Name()] {
+			t.logErr(os.RemoveAll(filepath.Join(t.cfg.Dir, e.Name())), "cannot remove a deleted stream's files")
+		}
+	}
+}
+
+// Publish implements queue.Type: m is appended to each stream; done runs
+// once every append is synced, with the first error.
+func (t *Type) Publish(m *queue.Message, qs []queue.Queue, ctx any, done func(error)) (routed, dropped bool) {
+	var cb func(error)
+	if done != nil {
+		var left atomic.Int32
+		var first atomic.Pointer[error]
+		left.Store(int32(len(qs)) + 1)
+		cb = func(err error) {
+			if err != nil {
+				first.CompareAndSwap(nil, &err)
+			}
+			if left.Add(-1) == 0 {
+				if p := first.Load(); p != nil {
+					done(*p)
+				} else {
+					done(nil)
+				}
+			}
+		}
+		defer cb(nil)
+	}
+	now := t.cfg.Now().UnixMilli()
+	for _, x := range qs {
+		if x.(*Queue).append(m, now, cb) {
+			routed = true
+		}
+	}
+	return routed, false
+}
+
+// errClosed: the stream was deleted or the broker is stopping.
+var errClosed = errors.New("stream: closed")
