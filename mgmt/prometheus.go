@@ -529,6 +529,7 @@ func (e *promScrape) global() {
 		e.counter(m.name, m.help, nil, float64(m.value(n)))
 	}
 	e.gauge("global_consumers", "Current number of consumers", nil, float64(e.ov().Consumers))
+	e.gauge("global_publishers", "Current number of publishers", nil, float64(e.ov().Publishers))
 }
 
 // identity is rabbitmq_build_info and rabbitmq_identity_info.

@@ -718,6 +718,9 @@ type Overview struct {
 	Queues      int
 	Exchanges   int
 	Consumers   int
+	// Publishers are the open channels that have published (RabbitMQ's
+	// publishers: a channel becomes one at its first basic.publish).
+	Publishers int
 
 	Messages    int
 	Ready       int
@@ -736,6 +739,7 @@ func (s *Server) Overview() Overview {
 		Node: s.NodeName(), ClusterName: s.ClusterName(), Version: Version(),
 		Uptime: time.Since(processStarted), Listen: s.ListenAddr(),
 		UserCount: len(s.auth.Users()), StoreStats: s.store.Stats(), Churn: s.churn.load(),
+		Publishers: int(s.publishers.Load()),
 	}
 	vs, _ := s.vhostsFor("")
 	o.VHostCount = len(vs)

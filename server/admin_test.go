@@ -454,3 +454,32 @@ func TestConnectionByteCounters(t *testing.T) {
 		t.Errorf("read and write counts did not grow: %d -> %d reads, %d -> %d writes", p0.RecvCnt, p1.RecvCnt, c0.SendCnt, c1.SendCnt)
 	}
 }
+
+// TestOverviewPublishers: a channel counts as a publisher from its first
+// publish until it closes.
+func TestOverviewPublishers(t *testing.T) {
+	srv, url := startAdminBroker(t)
+	_, ch := adminDial(t, url)
+	if n := srv.Overview().Publishers; n != 0 {
+		t.Fatalf("%d publishers before any publish", n)
+	}
+	for range 2 {
+		if err := ch.Publish("", "nowhere", false, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The declare's answer follows the publishes on the channel.
+	if _, err := ch.QueueDeclare("", false, true, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Overview().Publishers; n != 1 {
+		t.Fatalf("%d publishers after one channel published twice, want 1", n)
+	}
+	// channel.close-ok comes after the channel let its resources go.
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Overview().Publishers; n != 0 {
+		t.Fatalf("%d publishers after the publishing channel closed, want 0", n)
+	}
+}

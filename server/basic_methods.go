@@ -160,6 +160,10 @@ func (ch *channel) publish(p *publishing) error {
 	if err := checkContent(ch.c.user, p, ch.liveReply()); err != nil {
 		return err
 	}
+	if !ch.published {
+		ch.published = true
+		ch.c.srv.publishers.Add(1)
+	}
 	if ch.tx != nil {
 		if m.Exchange == "" && strings.HasPrefix(m.RoutingKey, replyto.Prefix) {
 			// RabbitMQ hands a direct reply-to reply over at once, outside

@@ -35,6 +35,9 @@ type channel struct {
 	// consumes replies (and deleted once it stops).
 	replyQ *replyto.Queue
 	tx     *txn.Tx[*publishing]
+	// published: the channel has published, so it counts as a publisher
+	// (Server.publishers) until it closes.
+	published bool
 	// committing is closed once the tx.commit in flight is answered; nil
 	// when none is.
 	committing chan struct{}
@@ -280,6 +283,10 @@ func (ch *channel) shutdown() {
 		return
 	}
 	ch.closed = true
+	if ch.published {
+		ch.published = false
+		ch.c.srv.publishers.Add(-1)
+	}
 	consumers := ch.consumers
 	ch.consumers = map[string]*consumer{}
 	pending := ch.unacked.TakeAll(nil)

@@ -45,6 +45,8 @@ type Server struct {
 
 	store persist.Store
 	msgID atomic.Uint64 // last message id handed to the store
+	// publishers counts the open channels that have published.
+	publishers atomic.Int64
 	// types are the queue types by x-queue-type; classic is the classic
 	// one, replies the direct reply-to pseudo-queues.
 	types   *queue.Registry
