@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -55,6 +57,30 @@ func stConsume(t T, conn *amqp.Connection, q string, prefetch int, offset any) (
 		t.Fatalf("consume %v: %v", offset, err)
 	}
 	return ch, ds
+}
+
+// stAwaitUp waits, up to a minute, until stream q takes consumers again
+// after a restart: RabbitMQ answers 404 "home node ... is down or
+// inaccessible" while its stream is still coming back.
+func stAwaitUp(t T, conn *amqp.Connection, q string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ch := clOpenChan(t, conn)
+		err := ch.Qos(1, 0, false)
+		if err == nil {
+			_, err = ch.Consume(q, "await-up", false, false, false, false, nil)
+		}
+		if err == nil {
+			ch.Close()
+			return
+		}
+		var ae *amqp.Error
+		if !errors.As(err, &ae) || ae.Code != amqp.NotFound || !strings.Contains(ae.Reason, "down or inaccessible") || time.Now().After(deadline) {
+			t.Fatalf("stream %s after the restart: %v", q, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // stRecvAcked receives n deliveries, acking each, and returns them.
@@ -314,8 +340,8 @@ func init() {
 			},
 		},
 		Case{
-			// Confirmed messages survive a restart with their offsets, and
-			// new ones follow them.
+			// Confirmed messages survive a restart in order with rising
+			// offsets, and new ones follow them.
 			Name: "stream/restart-keeps-offsets",
 			Run: func(t T, tg Target) {
 				if tg.Restart == nil {
@@ -328,10 +354,21 @@ func init() {
 				conn.Close()
 				rsRestart(t, tg)
 				conn = clDial(t, tg)
+				stAwaitUp(t, conn, q)
 				stPublishN(t, conn, q, 1)
 				_, ds := stConsume(t, conn, q, 5, "first")
 				got := stRecvAcked(t, ds, 11)
-				stWant(t, "offsets after the restart", stOffsets(t, got), stSeq(0, 11)...)
+				// Offsets rise from 0; RabbitMQ's may skip numbers where
+				// its log wrote records of its own (seen at segment rolls
+				// with segments this small), Warren's are dense.
+				var last int64 = -1
+				for _, d := range got {
+					off, _ := d.Headers["x-stream-offset"].(int64)
+					if off <= last || (last == -1 && off != 0) {
+						t.Fatalf("offsets after the restart %v: not rising from 0", stOffsets(t, got))
+					}
+					last = off
+				}
 				stWant(t, "bodies", clBodies(got)[:10], stSeq(0, 10)...)
 			},
 		},
