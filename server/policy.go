@@ -204,6 +204,7 @@ func (v *vhost) effectiveLimits(name string, args map[string]any) (queue.Limits,
 		return l, nil
 	}
 	pl, _ := policyLimits(p.Definition)
+	l.Policy = &queue.Policy{Name: p.Name, Definition: p.Definition}
 	if pl.HasMessageTTL && (!l.HasMessageTTL || pl.MessageTTL < l.MessageTTL) {
 		l.MessageTTL, l.HasMessageTTL = pl.MessageTTL, true
 	}
