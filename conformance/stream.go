@@ -374,3 +374,177 @@ func init() {
 		},
 	)
 }
+
+// Retention, stream arguments and what RabbitMQ 3.10's streams ignore.
+func init() {
+	// stDeclareErr declares stream q with args and returns its refusal.
+	stDeclareErr := func(t T, tg Target, conn *amqp.Connection, q string, args amqp.Table) *amqp.Error {
+		t.Helper()
+		ch := clOpenChan(t, conn)
+		a := amqp.Table{"x-queue-type": "stream"}
+		for k, v := range args {
+			a[k] = v
+		}
+		_, err := ch.QueueDeclare(q, true, false, false, false, a)
+		return clExpectErr(t, conn, err, clCodePreconditionFailed, clChanClose)
+	}
+	register(
+		Case{
+			// Retention drops whole old segments, applied when a segment
+			// rolls (RabbitMQ: lazily): with tiny segments and a byte
+			// limit, a consumer from "first" gets a suffix of what was
+			// published, in order, without the oldest; declare-ok counts
+			// what is retained (RabbitMQ updates it every few seconds).
+			Name: "stream/retention-drops-oldest-segments",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, amqp.Table{"x-stream-max-segment-size-bytes": int32(500), "x-max-length-bytes": int32(1500)})
+				pch := clConfirmChan(t, conn)
+				const n = 40
+				pad := string(make([]byte, 100))
+				for i := range n {
+					clPublishConfirmed(t, pch, "", q, clBody(fmt.Sprintf("%02d%s", i, pad)))
+				}
+				_, ds := stConsume(t, conn, q, 100, "first")
+				var got []int
+				var offsets []int64
+				for len(got) == 0 || got[len(got)-1] != n-1 {
+					d := clRecvDelivery(t, ds)
+					d.Ack(false)
+					var i int
+					fmt.Sscanf(string(d.Body[:2]), "%d", &i)
+					got = append(got, i)
+					off, _ := d.Headers["x-stream-offset"].(int64)
+					offsets = append(offsets, off)
+				}
+				if len(got) >= n || got[0] == 0 {
+					t.Fatalf("from first after retention: %v, want a suffix without the oldest", got)
+				}
+				for k := range got {
+					if got[k] != got[0]+k || (k > 0 && offsets[k] <= offsets[k-1]) {
+						t.Fatalf("from first: bodies %v offsets %v, want consecutive messages in offset order", got, offsets)
+					}
+				}
+				deadline := time.Now().Add(15 * time.Second)
+				for {
+					ok, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+					if err != nil {
+						t.Fatalf("passive declare: %v", err)
+					}
+					if ok.Messages > 0 && ok.Messages < n {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("declare-ok: %d messages, want some and fewer than %d", ok.Messages, n)
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			},
+		},
+		Case{
+			// Bad stream arguments, refused with RabbitMQ 3.10's texts.
+			Name: "stream/declare-invalid-args-406",
+			Run: func(t T, tg Target) {
+				conn := clDial(t, tg)
+				q := clUniq("stream-bad")
+				clCleanupQueue(t, tg, q)
+				invalid := "PRECONDITION_FAILED - invalid arg '%s' for queue '%s' in vhost '%s': %s"
+				for _, c := range []struct {
+					arg  string
+					v    any
+					want string
+				}{
+					{"x-max-age", "1x", fmt.Sprintf(invalid, "x-max-age", q, acVHost(tg), "invalid_max_age")},
+					{"x-max-age", "0D", fmt.Sprintf(invalid, "x-max-age", q, acVHost(tg), "invalid_max_age")},
+					{"x-max-age", int32(5), fmt.Sprintf(invalid, "x-max-age", q, acVHost(tg), "{unacceptable_type,signedint}")},
+					{"x-stream-max-segment-size-bytes", int32(-1), fmt.Sprintf(invalid, "x-stream-max-segment-size-bytes", q, acVHost(tg), "{value_negative,-1}")},
+					{"x-stream-max-segment-size-bytes", "big", fmt.Sprintf(invalid, "x-stream-max-segment-size-bytes", q, acVHost(tg), `"expected integer, got longstr"`)},
+					{"x-stream-max-segment-size-bytes", int64(4_000_000_000), "PRECONDITION_FAILED - Exceeded max value for x-stream-max-segment-size-bytes"},
+				} {
+					if ae := stDeclareErr(t, tg, conn, q, amqp.Table{c.arg: c.v}); ae.Reason != c.want {
+						t.Errorf("%s %v: reply text %q, want %q", c.arg, c.v, ae.Reason, c.want)
+					}
+				}
+			},
+		},
+		Case{
+			// Re-declaring with other stream arguments is 406 inequivalent
+			// arg; x-max-age compares as text ("24h" is not "1D"), numbers
+			// by value whatever their width.
+			Name: "stream/redeclare-inequivalent-args-406",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				base := amqp.Table{"x-max-age": "1D", "x-stream-max-segment-size-bytes": int32(1000), "x-max-length-bytes": int64(100000)}
+				q := stDeclare(t, tg, ch, base)
+				with := func(k string, v any) amqp.Table {
+					a := amqp.Table{}
+					for bk, bv := range base {
+						a[bk] = bv
+					}
+					a[k] = v
+					return a
+				}
+				same := with("x-stream-max-segment-size-bytes", int64(1000))
+				same["x-queue-type"] = "stream"
+				if _, err := ch.QueueDeclare(q, true, false, false, false, same); err != nil {
+					t.Fatalf("re-declare with a wider integer: %v", err)
+				}
+				format := "PRECONDITION_FAILED - inequivalent arg '%s' for queue '%s' in vhost '%s': received '%s' but current is '%s'"
+				for _, c := range []struct {
+					arg       string
+					v         any
+					got, have string
+				}{
+					{"x-max-age", "2D", "2D", "1D"},
+					{"x-max-age", "24h", "24h", "1D"},
+					{"x-stream-max-segment-size-bytes", int32(2000), "2000", "1000"},
+					{"x-max-length-bytes", int64(1), "1", "100000"},
+				} {
+					want := fmt.Sprintf(format, c.arg, q, acVHost(tg), c.got, c.have)
+					if ae := stDeclareErr(t, tg, conn, q, with(c.arg, c.v)); ae.Reason != want {
+						t.Errorf("%s %v: reply text %q, want %q", c.arg, c.v, ae.Reason, want)
+					}
+				}
+			},
+		},
+		Case{
+			// RabbitMQ 3.10's streams report no consumers in declare-ok,
+			// take an exclusive consumer like any other (and others next
+			// to it), and delete with if-unused while consumed.
+			Name: "stream/consumers-not-counted-exclusive-and-if-unused-ignored",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 1)
+				ech := clOpenChan(t, conn)
+				ech.Qos(10, 0, false)
+				eds, err := ech.Consume(q, "", false, true, false, false, amqp.Table{"x-stream-offset": "first"})
+				if err != nil {
+					t.Fatalf("exclusive consume: %v", err)
+				}
+				if d := clRecvDelivery(t, eds); string(d.Body) != "0" {
+					t.Fatalf("exclusive consumer got %q", d.Body)
+				}
+				_, ds := stConsume(t, conn, q, 10, "first")
+				if d := clRecvDelivery(t, ds); string(d.Body) != "0" {
+					t.Fatalf("second consumer got %q", d.Body)
+				}
+				xch := clOpenChan(t, conn)
+				xch.Qos(10, 0, false)
+				if _, err := xch.Consume(q, "", false, true, false, false, nil); err != nil {
+					t.Fatalf("exclusive consume next to others: %v", err)
+				}
+				ok, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "stream"})
+				if err != nil || ok.Consumers != 0 {
+					t.Fatalf("declare-ok with 3 consumers: %+v %v, want 0 consumers", ok, err)
+				}
+				if _, err := ch.QueueDelete(q, true, false, false); err != nil {
+					t.Fatalf("delete if-unused: %v", err)
+				}
+				if clQueueExists(t, conn, q) {
+					t.Fatalf("the stream is still there")
+				}
+			},
+		},
+	)
+}

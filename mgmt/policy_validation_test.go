@@ -8,8 +8,8 @@ import (
 )
 
 // warrenKeys is the line Warren adds after a refused key.
-const warrenKeys = "Warren applies dead-letter-exchange, dead-letter-routing-key, delivery-limit, expires, max-length, " +
-	"max-length-bytes, message-ttl, overflow; it accepts without effect ha-mode, ha-params, ha-promote-on-failure, " +
+const warrenKeys = "Warren applies dead-letter-exchange, dead-letter-routing-key, delivery-limit, expires, max-age, max-length, " +
+	"max-length-bytes, message-ttl, overflow, stream-max-segment-size-bytes; it accepts without effect ha-mode, ha-params, ha-promote-on-failure, " +
 	"ha-promote-on-shutdown, ha-sync-batch-size, ha-sync-mode, initial-cluster-size, max-in-memory-bytes, " +
 	"max-in-memory-length, queue-leader-locator, queue-master-locator, queue-mode, queue-version\n"
 

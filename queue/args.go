@@ -41,6 +41,16 @@ type Limits struct {
 	// more often than this is dropped or dead-lettered (delivery_limit).
 	DeliveryLimit    int64
 	HasDeliveryLimit bool
+	// Policy is the policy that applies to the queue (nil: none), for
+	// types that read more of it than these limits (streams: max-age,
+	// stream-max-segment-size-bytes). Nobody modifies it.
+	Policy *Policy
+}
+
+// Policy is the policy that applies to a queue.
+type Policy struct {
+	Name       string
+	Definition map[string]any
 }
 
 // ArgError is an invalid x-argument. RabbitMQ closes the channel with 406
@@ -51,6 +61,12 @@ type ArgError struct {
 }
 
 func (e *ArgError) Error() string { return fmt.Sprintf("invalid arg '%s': %s", e.Arg, e.Reason) }
+
+// RefusedError is a declaration a queue type refuses with a text of its
+// own, RabbitMQ's 406 PRECONDITION_FAILED texts that name no queue.
+type RefusedError struct{ Text string }
+
+func (e *RefusedError) Error() string { return e.Text }
 
 // ArgTypeError is an exchange-naming argument of the wrong type, which
 // RabbitMQ words differently from other argument errors.

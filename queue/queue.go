@@ -183,6 +183,11 @@ type (
 		// SetLimits replaces the queue's limits (a policy changed).
 		SetLimits(l Limits)
 	}
+	// DeclareCounter is a queue whose declare-ok counts are not its
+	// Stats' (streams: RabbitMQ 3.10 reports no consumers).
+	DeclareCounter interface {
+		DeclareCounts() (messages, consumers int)
+	}
 	// NackRefuser is a queue whose deliveries cannot be nacked or
 	// rejected (streams: RabbitMQ answers 540 NOT_IMPLEMENTED). Settle
 	// with Requeue still ends its deliveries of a closed channel.

@@ -124,6 +124,7 @@ var queueArgsCompared = []string{
 	"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes", "x-max-priority",
 	"x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-queue-mode",
 	"x-queue-type", "x-single-active-consumer", "x-queue-master-locator", "x-delivery-limit",
+	"x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator",
 }
 
 // DeclareQueue creates the queue d names, or checks that the existing one
@@ -196,6 +197,10 @@ func (v *vhost) openQueue(a Actor, typ queue.Type, decl queue.Decl) (queue.Queue
 }
 
 func declared(name string, q queue.Queue) QueueDeclared {
+	if dc, ok := q.(queue.DeclareCounter); ok {
+		m, c := dc.DeclareCounts()
+		return QueueDeclared{Name: name, Messages: m, Consumers: c}
+	}
 	st := q.Stats()
 	return QueueDeclared{Name: name, Messages: st.Ready, Consumers: st.Consumers}
 }
@@ -253,8 +258,9 @@ func declareError(err error, name, vhost string) error {
 		te  *queue.TypeArgError
 		pe  *queue.PropertyError
 		ate *queue.ArgTypeError
+		re  *queue.RefusedError
 	)
-	if errors.As(err, &ate) || errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &pe) {
+	if errors.As(err, &ate) || errors.As(err, &ae) || errors.As(err, &te) || errors.As(err, &pe) || errors.As(err, &re) {
 		return &PreconditionError{Reason: InvalidArg, Kind: "queue", Name: name, VHost: vhost, Err: err}
 	}
 	return err

@@ -253,8 +253,11 @@ func invalidArgText(e *PreconditionError) string {
 		pe  *queue.PropertyError
 		ate *queue.ArgTypeError
 		xat *exchange.ArgTypeError
+		re  *queue.RefusedError
 	)
 	switch {
+	case errors.As(e.Err, &re):
+		return re.Text
 	case errors.As(e.Err, &xat):
 		return xat.ReplyText(e.Name, e.VHost)
 	case errors.As(e.Err, &ate):

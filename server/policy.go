@@ -21,7 +21,9 @@ import (
 // delivery-limit (quorum queues only) too the lower value wins. For message-ttl, expires, max-length and max-length-bytes the
 // lower of the policy's value and the queue's own argument wins; for
 // overflow, dead-letter-exchange and dead-letter-routing-key the queue's
-// argument wins over the policy.
+// argument wins over the policy. Streams read max-age,
+// stream-max-segment-size-bytes and max-length-bytes from the policy
+// itself (Limits.Policy), where the policy wins (queue/stream).
 
 // Policy is one policy of a vhost.
 type Policy struct {
@@ -204,6 +206,7 @@ func (v *vhost) effectiveLimits(name string, args map[string]any) (queue.Limits,
 		return l, nil
 	}
 	pl, _ := policyLimits(p.Definition)
+	l.Policy = &queue.Policy{Name: p.Name, Definition: p.Definition}
 	if pl.HasMessageTTL && (!l.HasMessageTTL || pl.MessageTTL < l.MessageTTL) {
 		l.MessageTTL, l.HasMessageTTL = pl.MessageTTL, true
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue/stream"
+	"github.com/warrenmq/warren/queue/stream/group"
 )
 
 // Policy validation as RabbitMQ 3.10 validates a policy (rabbit_policy's
@@ -36,11 +38,11 @@ import (
 
 var (
 	policyApplied = []string{"dead-letter-exchange", "dead-letter-routing-key", "delivery-limit", "expires",
-		"max-length", "max-length-bytes", "message-ttl", "overflow"}
+		"max-age", "max-length", "max-length-bytes", "message-ttl", "overflow", "stream-max-segment-size-bytes"}
 	policyInert = []string{"ha-mode", "ha-params", "ha-promote-on-failure", "ha-promote-on-shutdown",
 		"ha-sync-batch-size", "ha-sync-mode", "initial-cluster-size", "max-in-memory-bytes", "max-in-memory-length",
 		"queue-leader-locator", "queue-master-locator", "queue-mode", "queue-version"}
-	policyNotApplied = []string{"alternate-exchange", "dead-letter-strategy", "max-age", "stream-max-segment-size-bytes"}
+	policyNotApplied = []string{"alternate-exchange", "dead-letter-strategy"}
 )
 
 // PolicyKeys lists the definition keys Warren applies and those it accepts
@@ -213,6 +215,15 @@ func checkPolicyValue(k string, v any, def map[string]any) string {
 		return atLeast(0, "maximum memory in bytes")
 	case "delivery-limit":
 		return atLeast(0, "delivery limit")
+	case "max-age":
+		// RabbitMQ 3.10 reads a string only (check_max_age).
+		if _, err := group.ParseInterval(k, s); !isStr || err != nil {
+			return bad("max age")
+		}
+	case "stream-max-segment-size-bytes":
+		if !isInt || n < 0 || n > stream.MaxSegmentSize {
+			return bad("segment size")
+		}
 	case "initial-cluster-size":
 		return atLeast(0, "cluster size")
 	case "overflow":

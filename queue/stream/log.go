@@ -13,6 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/queue/stream/group"
 )
 
 // The log of one stream: segment files <first offset>.seg of CRC-checked
@@ -156,6 +160,7 @@ func (e *DamageError) Error() string {
 type segment struct {
 	base      uint64 // offset of its first record
 	firstTs   int64  // timestamp of its first record (0: none yet)
+	lastTs    int64  // timestamp of its last record (0: none yet)
 	size      int64  // bytes written (header included)
 	committed int64  // bytes readers may read
 }
@@ -166,7 +171,10 @@ func segName(base uint64, ext string) string { return fmt.Sprintf("%020d%s", bas
 // single writer; readers and lookups may run concurrently with it.
 type Log struct {
 	dir    string
-	maxSeg int64
+	maxSeg atomic.Int64 // the segment size; SetSegmentSize changes it
+
+	// rmu serializes Retain: drops happen one at a time.
+	rmu sync.Mutex
 
 	mu        sync.RWMutex
 	segs      []*segment
@@ -187,7 +195,8 @@ func OpenLog(dir string, maxSeg int64) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, maxSeg: maxSeg, lastIdx: -1}
+	l := &Log{dir: dir, lastIdx: -1}
+	l.maxSeg.Store(maxSeg)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -263,7 +272,10 @@ func (l *Log) loadClosed(s *segment, nextBase uint64) error {
 		if binary.LittleEndian.Uint64(b) == s.base && int64(binary.LittleEndian.Uint64(last[16:])) < s.size &&
 			binary.LittleEndian.Uint64(last) < nextBase {
 			s.firstTs = int64(binary.LittleEndian.Uint64(b[8:]))
-			return nil
+			if ts, err := l.tailTimestamp(s, int64(binary.LittleEndian.Uint64(last[16:]))); err == nil {
+				s.lastTs = ts
+				return nil
+			}
 		}
 	}
 	// Rebuild: scan the segment, which must be whole.
@@ -308,6 +320,7 @@ func (l *Log) scan(s *segment, closed bool) (uint64, error) {
 		if next == s.base {
 			s.firstTs = r.Timestamp
 		}
+		s.lastTs = r.Timestamp
 		if lastIdx < 0 || pos-lastIdx >= indexEvery {
 			idx = appendIdx(idx, r.Offset, r.Timestamp, pos)
 			lastIdx = pos
@@ -450,7 +463,7 @@ func (l *Log) Write(recs [][]byte) error {
 	l.mu.RLock()
 	s := l.segs[len(l.segs)-1]
 	l.mu.RUnlock()
-	size := s.size
+	size, lastTs := s.size, s.lastTs
 	flush := func() error {
 		if len(buf) > 0 {
 			if _, err := l.f.Write(buf); err != nil {
@@ -468,14 +481,14 @@ func (l *Log) Write(recs [][]byte) error {
 	for _, r := range recs {
 		off := binary.LittleEndian.Uint64(r[recHeader:])
 		ts := int64(binary.LittleEndian.Uint64(r[recHeader+8:]))
-		if size > segHeader && size+int64(len(r)) > l.maxSeg {
+		if size > segHeader && size+int64(len(r)) > l.maxSeg.Load() {
 			// Roll: the full segment is synced and whole before the next
 			// one names its size.
 			if err := flush(); err != nil {
 				return err
 			}
 			l.mu.Lock()
-			s.size, s.committed = size, size
+			s.size, s.committed, s.lastTs = size, size, lastTs
 			l.committed = off
 			l.mu.Unlock()
 			l.f.Close()
@@ -499,13 +512,14 @@ func (l *Log) Write(recs [][]byte) error {
 		}
 		buf = append(buf, r...)
 		size += int64(len(r))
+		lastTs = ts
 	}
 	if err := flush(); err != nil {
 		return err
 	}
 	last := binary.LittleEndian.Uint64(recs[len(recs)-1][recHeader:])
 	l.mu.Lock()
-	s.size, s.committed = size, size
+	s.size, s.committed, s.lastTs = size, size, lastTs
 	l.committed, l.lastChunk = last+1, first
 	l.mu.Unlock()
 	return nil
@@ -573,59 +587,63 @@ type Reader struct {
 // ReaderAt returns a reader whose first record is the one at off, or the
 // first retained one when off is below it; off may be the end.
 func (l *Log) ReaderAt(off uint64) (*Reader, error) {
-	l.mu.RLock()
-	if off < l.segs[0].base {
-		off = l.segs[0].base
-	}
-	if off > l.committed {
-		off = l.committed
-	}
-	s := l.segs[l.segFor(off)]
-	l.mu.RUnlock()
-	r := &Reader{l: l, base: s.base, pos: segHeader, next: s.base}
-	if err := r.open(); err != nil {
-		return nil, err
-	}
-	if err := r.seekIndex(func(o uint64, _ int64) bool { return o <= off }); err != nil {
-		r.Close()
-		return nil, err
-	}
-	if err := r.skip(func(rec *Record) bool { return rec.Offset < off }); err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
+	return l.readerFrom(func() (*segment, uint64) {
+		o := min(max(off, l.segs[0].base), l.committed)
+		return l.segs[l.segFor(o)], o
+	}, func(o uint64, _ int64, at uint64) bool { return o <= at },
+		func(rec *Record, at uint64) bool { return rec.Offset < at })
 }
 
 // ReaderAtTime returns a reader at the first record with a timestamp at
 // or after ts (Unix ms), or at the end.
 func (l *Log) ReaderAtTime(ts int64) (*Reader, error) {
-	l.mu.RLock()
-	i := 0
-	for j, s := range l.segs {
-		if s.firstTs != 0 && s.firstTs < ts {
-			i = j
+	return l.readerFrom(func() (*segment, uint64) {
+		i := 0
+		for j, s := range l.segs {
+			if s.firstTs != 0 && s.firstTs < ts {
+				i = j
+			}
 		}
+		return l.segs[i], 0
+	}, func(_ uint64, t int64, _ uint64) bool { return t < ts },
+		func(rec *Record, _ uint64) bool { return rec.Timestamp < ts })
+}
+
+// readerFrom places a reader in the segment pick chooses (under l.mu, with
+// the offset it aims at), at the last index entry before holds for, then
+// past the records pass holds for. A segment dropped meanwhile is chosen
+// again.
+func (l *Log) readerFrom(pick func() (*segment, uint64), before func(off uint64, ts int64, at uint64) bool,
+	pass func(rec *Record, at uint64) bool) (*Reader, error) {
+	for {
+		l.mu.RLock()
+		s, at := pick()
+		l.mu.RUnlock()
+		r := &Reader{l: l, base: s.base, pos: segHeader, next: s.base}
+		err := r.open()
+		if err == nil {
+			err = r.seekIndex(func(o uint64, t int64) bool { return before(o, t, at) })
+		}
+		if err == nil {
+			err = r.skip(func(rec *Record) bool { return pass(rec, at) })
+		}
+		if err == errDropped {
+			r.Close()
+			continue
+		}
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
 	}
-	s := l.segs[i]
-	l.mu.RUnlock()
-	r := &Reader{l: l, base: s.base, pos: segHeader, next: s.base}
-	if err := r.open(); err != nil {
-		return nil, err
-	}
-	if err := r.seekIndex(func(_ uint64, t int64) bool { return t < ts }); err != nil {
-		r.Close()
-		return nil, err
-	}
-	if err := r.skip(func(rec *Record) bool { return rec.Timestamp < ts }); err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
 }
 
 func (r *Reader) open() error {
 	f, err := os.Open(filepath.Join(r.l.dir, segName(r.base, ".seg")))
+	if errors.Is(err, os.ErrNotExist) && r.l.dropped(r.base) {
+		return errDropped
+	}
 	if err != nil {
 		return err
 	}
@@ -637,6 +655,9 @@ func (r *Reader) open() error {
 // before holds (entries are in offset and time order).
 func (r *Reader) seekIndex(before func(off uint64, ts int64) bool) error {
 	f, err := os.Open(filepath.Join(r.l.dir, segName(r.base, ".idx")))
+	if errors.Is(err, os.ErrNotExist) && r.l.dropped(r.base) {
+		return errDropped
+	}
 	if err != nil {
 		return err
 	}
@@ -708,7 +729,14 @@ func (r *Reader) Next() (Record, bool, error) {
 			// Its segment was dropped: start at the first retained one.
 			r.Close()
 			r.base, r.pos, r.next = s.base, segHeader, s.base
-			if err := r.open(); err != nil {
+			if err := r.open(); err != nil && err != errDropped {
+				return Record{}, false, err
+			}
+			continue
+		}
+		if r.f == nil {
+			// Released (Release) or dropped while it was being opened.
+			if err := r.open(); err != nil && err != errDropped {
 				return Record{}, false, err
 			}
 			continue
@@ -719,7 +747,7 @@ func (r *Reader) Next() (Record, bool, error) {
 			}
 			r.Close()
 			r.base, r.pos, r.next = nextBase, segHeader, nextBase
-			if err := r.open(); err != nil {
+			if err := r.open(); err != nil && err != errDropped {
 				return Record{}, false, err
 			}
 			continue
@@ -775,6 +803,93 @@ func (r *Reader) Close() {
 		r.f.Close()
 		r.f = nil
 	}
+}
+
+// errDropped: the reader's segment was dropped by retention as it opened
+// it; it continues at the first retained one.
+var errDropped = errors.New("stream: segment dropped")
+
+// dropped reports whether retention dropped the segment at base.
+func (l *Log) dropped(base uint64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return base < l.segs[0].base
+}
+
+// Release closes the reader's file when its segment is below first (it
+// was dropped), so that the disk space comes back at once; the next Next
+// continues at the first retained record. Not concurrent with Next.
+func (r *Reader) Release(first uint64) {
+	if r.base < first {
+		r.Close()
+	}
+}
+
+// SetSegmentSize changes the segment size, from the next append on.
+func (l *Log) SetSegmentSize(n int64) { l.maxSeg.Store(n) }
+
+// tailTimestamp reads the timestamp of the last record of closed segment
+// s by walking the record headers from pos, a record's position (its last
+// index entry's): at most an index interval and a record.
+func (l *Log) tailTimestamp(s *segment, pos int64) (int64, error) {
+	f, err := os.Open(filepath.Join(l.dir, segName(s.base, ".seg")))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var h [recHeader + 16]byte
+	var ts int64
+	for pos < s.size {
+		if _, err := f.ReadAt(h[:], pos); err != nil {
+			return 0, err
+		}
+		n := int64(binary.LittleEndian.Uint32(h[:]))
+		if n < recFixed || pos+recHeader+n > s.size {
+			return 0, fmt.Errorf("bad record length %d at %d", n, pos)
+		}
+		ts = int64(binary.LittleEndian.Uint64(h[recHeader+8:]))
+		pos += recHeader + n
+	}
+	return ts, nil
+}
+
+// Retain drops the oldest segments that r says go at now (never the one
+// being written), removing their files at once. It returns how many it
+// dropped. Readers in them continue at the first retained record.
+func (l *Log) Retain(r group.Retention, now time.Time) (int, error) {
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	l.mu.RLock()
+	segs := make([]group.Segment, len(l.segs))
+	for i, s := range l.segs {
+		g := group.Segment{First: int64(s.base), Last: int64(l.committed) - 1, Bytes: s.committed}
+		if i+1 < len(l.segs) {
+			g.Last = int64(l.segs[i+1].base) - 1
+		}
+		if s.lastTs != 0 {
+			g.Newest = time.UnixMilli(s.lastTs)
+		}
+		segs[i] = g
+	}
+	l.mu.RUnlock()
+	n := r.Drop(segs, now)
+	if n == 0 {
+		return 0, nil
+	}
+	l.mu.Lock()
+	gone := slices.Clone(l.segs[:n])
+	l.segs = slices.Delete(l.segs, 0, n)
+	l.mu.Unlock()
+	var first error
+	for _, s := range gone {
+		// The index first: a segment without one is rebuilt at open.
+		for _, ext := range []string{".idx", ".seg"} {
+			if err := os.Remove(filepath.Join(l.dir, segName(s.base, ext))); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+				first = err
+			}
+		}
+	}
+	return n, first
 }
 
 // Remove deletes the log's files.

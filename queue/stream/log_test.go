@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/queue/stream/group"
 )
 
 // appendN writes n records (one batch each when one, else one batch) to
@@ -207,4 +210,117 @@ func TestLogIndexRebuilt(t *testing.T) {
 	defer l.Close()
 	r, _ := l.ReaderAt(3)
 	want(t, "with a rebuilt index", readAll(t, r), seqs(3, 100))
+}
+
+// segFiles counts the segment files in dir.
+func segFiles(t *testing.T, dir string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+// Retention by bytes drops whole segments, oldest first, never the active
+// one; their files go at once; a reader in a dropped segment continues at
+// the first retained record, released or not.
+func TestLogRetainBytes(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(t, l, 40, false)
+	segs := l.Segments()
+	if segs < 5 {
+		t.Fatalf("%d segments, want several", segs)
+	}
+	held, err := l.ReaderAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok, err := held.Next(); err != nil || !ok || rec.Offset != 0 {
+		t.Fatalf("first read: %v %v %v", rec.Offset, ok, err)
+	}
+	released, _ := l.ReaderAt(1)
+	l.mu.RLock()
+	last2 := l.segs[segs-1].committed + l.segs[segs-2].committed
+	keep := l.segs[segs-2].base
+	l.mu.RUnlock()
+	n, err := l.Retain(group.Retention{MaxBytes: last2}, time.Now())
+	if err != nil || n != segs-2 {
+		t.Fatalf("Retain: dropped %d (%v), want %d", n, err, segs-2)
+	}
+	if first, end, _ := l.Bounds(); first != keep || end != 40 {
+		t.Fatalf("bounds %d..%d, want %d..40", first, end, keep)
+	}
+	if got := segFiles(t, dir); got != 2 || l.Bytes() != last2 {
+		t.Fatalf("%d segment files, %d bytes; want 2 and %d", got, l.Bytes(), last2)
+	}
+	released.Release(keep)
+	for _, r := range []*Reader{held, released} {
+		if rec, ok, err := r.Next(); err != nil || !ok || rec.Offset != keep {
+			t.Fatalf("reader after the drop: offset %d %v %v, want %d", rec.Offset, ok, err, keep)
+		}
+		r.Close()
+	}
+	if r, err := l.ReaderAt(0); err != nil || r.Offset() != keep {
+		t.Fatalf("ReaderAt(0) after the drop: %v", err)
+	} else {
+		r.Close()
+	}
+	// The active segment stays, however small the limit.
+	if n, _ := l.Retain(group.Retention{MaxBytes: 1}, time.Now()); n != 1 || l.Segments() != 1 {
+		t.Fatalf("MaxBytes 1: dropped %d, %d segments left", n, l.Segments())
+	}
+	appendN(t, l, 1, false)
+	if _, end, _ := l.Bounds(); end != 41 {
+		t.Fatalf("end %d after an append, want 41", end)
+	}
+}
+
+// Retention by age drops the segments whose newest record is older than
+// now-MaxAge; the newest timestamp of a closed segment is found again
+// after a reopen (from its index and tail).
+func TestLogRetainAge(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 40, false) // timestamps 1000+offset
+	l.Close()
+	l, err = OpenLog(dir, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.mu.RLock()
+	var want uint64 // base of the segment holding offset 20
+	for _, s := range l.segs {
+		if s.base <= 20 {
+			want = s.base
+		}
+		if s.lastTs == 0 {
+			t.Errorf("segment %d: newest timestamp unknown after reopen", s.base)
+		}
+	}
+	l.mu.RUnlock()
+	age := time.Second
+	// Offsets below 20 are older than the cutoff 1000+20 (strictly).
+	now := time.UnixMilli(1000 + 20).Add(age)
+	if n, err := l.Retain(group.Retention{MaxAge: age}, now.Add(-time.Hour)); n != 0 || err != nil {
+		t.Fatalf("nothing is old yet: dropped %d (%v)", n, err)
+	}
+	if _, err := l.Retain(group.Retention{MaxAge: age}, now); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := l.Bounds(); first != want {
+		t.Fatalf("first retained %d, want %d", first, want)
+	}
+	if n, _ := l.Retain(group.Retention{MaxAge: age}, now.Add(time.Hour)); l.Segments() != 1 || n == 0 {
+		t.Fatalf("all old: %d segments left", l.Segments())
+	}
 }

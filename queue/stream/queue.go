@@ -1,30 +1,33 @@
 package stream
 
 import (
-	"github.com/warrenmq/warren/queue/stream/group"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/stream/group"
 )
 
 // Queue is one stream.
 type Queue struct {
-	typ      *Type
-	decl     queue.Decl
-	settings Settings
-	log      *Log
+	typ  *Type
+	decl queue.Decl
+	log  *Log
 
 	// The writer's inbox: encoded records in offset order and their
-	// callbacks. wmu never waits for I/O.
-	wmu     sync.Mutex
-	pending [][]byte
-	dones   []func(error)
-	closing bool
-	failed  error
-	wake    chan struct{}
-	stopped chan struct{}
+	// callbacks, and the settings (a policy may change them). wmu never
+	// waits for I/O.
+	wmu      sync.Mutex
+	pending  [][]byte
+	dones    []func(error)
+	closing  bool
+	failed   error
+	settings Settings
+	retune   bool // the settings changed: the writer re-arms its ticker and applies retention
+	wake     chan struct{}
+	stopped  chan struct{}
 
 	// mu guards the consumers. Reads for deliveries happen under it,
 	// bounded by the consumers' credit; publishers never take it.
@@ -49,13 +52,42 @@ func (t *Type) open(d queue.Decl, s Settings, dir string) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{typ: t, decl: d, settings: s, log: l, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	q := &Queue{typ: t, decl: d, settings: s, log: l, retune: true, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go q.writer()
+	q.poke()
 	return q, nil
 }
 
-// Settings returns the stream's arguments.
-func (q *Queue) Settings() Settings { return q.settings }
+// Settings returns the stream's settings: its arguments and its policy's.
+func (q *Queue) Settings() Settings {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	return q.settings
+}
+
+// SetLimits implements queue.LimitSetter: a policy changed. The new
+// settings apply at once: the segment size from the next append, the
+// retention limits are applied by the writer right away (as RabbitMQ's
+// update_retention does), then after each roll and, with a max-age, on
+// its ticker.
+func (q *Queue) SetLimits(l queue.Limits) {
+	s, err := ParseSettings(q.decl.Args, l)
+	if err != nil {
+		return // the arguments were valid at declaration
+	}
+	q.log.SetSegmentSize(s.SegmentSize)
+	q.wmu.Lock()
+	q.settings, q.retune = s, true
+	q.wmu.Unlock()
+	q.poke()
+}
+
+func (q *Queue) poke() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
 
 // Log returns the stream's log, for tests and management.
 func (q *Queue) Log() *Log { return q.log }
@@ -82,24 +114,40 @@ func (q *Queue) append(m *queue.Message, now int64, done func(error)) bool {
 	q.pending = append(q.pending, rec)
 	q.dones = append(q.dones, done)
 	q.wmu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.poke()
 	return true
 }
 
 // writer appends what waits as one batch, syncs it, offers it to the
-// consumers and confirms it, until the stream closes.
+// consumers and confirms it, until the stream closes. It applies
+// retention after a batch that rolled a segment, when the settings
+// change, and on its ticker while the stream has a max-age.
 func (q *Queue) writer() {
 	defer close(q.stopped)
+	var tick <-chan time.Time
+	stopTick := func() {}
+	defer func() { stopTick() }()
 	for {
-		<-q.wake
+		select {
+		case <-q.wake:
+		case <-tick:
+			q.retain()
+			continue
+		}
 		q.wmu.Lock()
-		batch, dones, closing := q.pending, q.dones, q.closing
-		q.pending, q.dones = nil, nil
+		batch, dones, closing, retune, set := q.pending, q.dones, q.closing, q.retune, q.settings
+		q.pending, q.dones, q.retune = nil, nil, false
 		q.wmu.Unlock()
+		if retune && !closing {
+			stopTick()
+			tick, stopTick = nil, func() {}
+			if set.MaxAge > 0 {
+				tick, stopTick = q.typ.cfg.Ticker(ageCheckEvery(set.MaxAge))
+			}
+			q.retain()
+		}
 		if len(batch) > 0 {
+			segs := q.log.Segments()
 			err := q.log.Write(batch)
 			if err != nil {
 				q.typ.logErr(err, "stream write failed; the stream takes no more publishes")
@@ -117,6 +165,9 @@ func (q *Queue) writer() {
 					d(err)
 				}
 			}
+			if err == nil && q.log.Segments() > segs {
+				q.retain()
+			}
 		}
 		if closing {
 			q.wmu.Lock()
@@ -125,12 +176,36 @@ func (q *Queue) writer() {
 			if len(rest) == 0 {
 				return
 			}
-			select {
-			case q.wake <- struct{}{}:
-			default:
-			}
+			q.poke()
 		}
 	}
+}
+
+// ageCheckEvery is how often a stream with max-age d checks it: a tenth
+// of it, between a second and a minute.
+func ageCheckEvery(d time.Duration) time.Duration {
+	return min(max(d/10, time.Second), time.Minute)
+}
+
+// retain drops the segments retention says go (group.Retention) and
+// releases the consumers' files in them, so that their disk space comes
+// back at once; those consumers continue at the first retained offset.
+// Only the writer calls it.
+func (q *Queue) retain() {
+	n, err := q.log.Retain(q.Settings().Retention(), q.typ.cfg.Now())
+	q.typ.logErr(err, "cannot remove a stream segment retention dropped")
+	if n == 0 {
+		return
+	}
+	first, _, _ := q.log.Bounds()
+	q.mu.Lock()
+	for _, k := range q.consumers {
+		k.r.Release(first)
+		if k.held != nil && k.held.Seq < first {
+			k.held = nil // read but not delivered: it is gone too
+		}
+	}
+	q.mu.Unlock()
 }
 
 // close stops the writer once what waits is written.
@@ -140,10 +215,7 @@ func (q *Queue) close() {
 	q.closing = true
 	q.wmu.Unlock()
 	if !was {
-		select {
-		case q.wake <- struct{}{}:
-		default:
-		}
+		q.poke()
 	}
 	<-q.stopped
 }
@@ -266,17 +338,13 @@ func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
 // RefusesNack implements queue.NackRefuser.
 func (q *Queue) RefusesNack() {}
 
-// Delete implements queue.Queue. Like RabbitMQ, a stream ignores
-// if-empty and reports no messages.
-func (q *Queue) Delete(ifUnused, _ bool) (int, []queue.ConsumerRef, error) {
+// Delete implements queue.Queue. Like RabbitMQ 3.10, a stream ignores
+// if-unused and if-empty and reports no messages.
+func (q *Queue) Delete(_, _ bool) (int, []queue.ConsumerRef, error) {
 	q.mu.Lock()
-	switch {
-	case q.deleted:
+	if q.deleted {
 		q.mu.Unlock()
 		return 0, nil, nil
-	case ifUnused && len(q.consumers) > 0:
-		q.mu.Unlock()
-		return 0, nil, queue.ErrInUse
 	}
 	q.deleted = true
 	var refs []queue.ConsumerRef
@@ -311,13 +379,20 @@ func (q *Queue) Stop() {
 	q.log.Close()
 }
 
-// Stats implements queue.Queue: Ready is the number of messages in the
-// stream.
+// Stats implements queue.Queue: Ready is the number of messages the
+// stream retains, ReadyBytes the size of its segments.
 func (q *Queue) Stats() queue.Stats {
 	first, end, _ := q.log.Bounds()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return queue.Stats{Ready: int(end - first), ReadyBytes: q.log.Bytes(), Unacked: q.unacked, Consumers: len(q.consumers)}
+}
+
+// DeclareCounts implements queue.DeclareCounter: declare-ok reports the
+// retained messages and, as RabbitMQ 3.10's streams do, no consumers.
+func (q *Queue) DeclareCounts() (messages, consumers int) {
+	first, end, _ := q.log.Bounds()
+	return int(end - first), 0
 }
 
 // MessageStats implements queue.Queue.

@@ -12,7 +12,7 @@ package stream
 import (
 	"errors"
 	"fmt"
-	"github.com/warrenmq/warren/queue/stream/group"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,8 +20,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/stream/group"
 )
 
 // DefaultSegmentSize is RabbitMQ's default x-stream-max-segment-size-bytes.
@@ -37,6 +39,9 @@ type Config struct {
 	Log func(err error, msg string)
 	// Now is the clock (default time.Now).
 	Now queue.Clock
+	// Ticker starts the ticker a stream with an x-max-age checks its
+	// retention by, every d (default: time.NewTicker's); tests replace it.
+	Ticker func(d time.Duration) (c <-chan time.Time, stop func())
 }
 
 var streamInfo = queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true}
@@ -54,6 +59,12 @@ func NewType(cfg Config) *Type {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Ticker == nil {
+		cfg.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
 	return &Type{cfg: cfg, known: map[string]bool{}}
 }
 
@@ -69,30 +80,93 @@ func (t *Type) logErr(err error, msg string) {
 // Settings are a stream's own arguments.
 type Settings struct {
 	SegmentSize    int64         // x-stream-max-segment-size-bytes
-	MaxAge         time.Duration // x-max-age; 0: none (not enforced yet)
-	MaxLengthBytes int64         // x-max-length-bytes; -1: none (not enforced yet)
+	MaxAge         time.Duration // x-max-age; 0: none
+	MaxLengthBytes int64         // x-max-length-bytes; -1: none
 }
 
-// ParseSettings reads a stream's arguments.
+// Retention is what retention drops by.
+func (s Settings) Retention() group.Retention {
+	return group.Retention{MaxBytes: s.MaxLengthBytes, MaxAge: s.MaxAge}
+}
+
+// MaxSegmentSize is the largest x-stream-max-segment-size-bytes RabbitMQ
+// takes.
+const MaxSegmentSize = 3_000_000_000
+
+// ParseSettings reads a stream's arguments and the definition of the
+// policy that applies to it (l.Policy): for max-age,
+// stream-max-segment-size-bytes and max-length-bytes the policy's value
+// wins over the argument, as in RabbitMQ 3.10 (rabbit_stream_queue's
+// policy_precedence). The arguments are checked as RabbitMQ checks them;
+// a policy's were checked when it was set.
 func ParseSettings(args map[string]any, l queue.Limits) (Settings, error) {
-	s := Settings{SegmentSize: DefaultSegmentSize, MaxLengthBytes: l.MaxLengthBytes}
+	s := Settings{SegmentSize: DefaultSegmentSize, MaxLengthBytes: -1}
+	// The registry checked x-max-length-bytes (queue.ParseArgs).
+	if n, ok := queue.IntValue(args["x-max-length-bytes"]); ok && n >= 0 {
+		s.MaxLengthBytes = n
+	}
 	if v, ok := args["x-stream-max-segment-size-bytes"]; ok {
 		n, ok := queue.IntValue(v)
-		if !ok || n <= 0 {
-			return s, &queue.ArgError{Arg: "x-stream-max-segment-size-bytes", Reason: fmt.Sprintf("{value_negative,%v}", v)}
+		switch {
+		case !ok:
+			return s, &queue.ArgError{Arg: "x-stream-max-segment-size-bytes", Reason: fmt.Sprintf("%q", "expected integer, got "+amqp.FieldTypeName(v))}
+		case n < 0:
+			return s, &queue.ArgError{Arg: "x-stream-max-segment-size-bytes", Reason: fmt.Sprintf("{value_negative,%d}", n)}
+		case n > MaxSegmentSize:
+			return s, errSegmentTooLarge
 		}
 		s.SegmentSize = n
 	}
 	if v, ok := args["x-max-age"]; ok {
-		str, _ := v.(string)
+		str, ok := v.(string)
+		if !ok {
+			return s, &queue.ArgError{Arg: "x-max-age", Reason: fmt.Sprintf("{unacceptable_type,%s}", amqp.FieldTypeName(v))}
+		}
 		d, err := group.ParseInterval("x-max-age", str)
 		if err != nil {
 			return s, err
 		}
 		s.MaxAge = d
 	}
+	var def map[string]any
+	if l.Policy != nil {
+		def = l.Policy.Definition
+	}
+	for k, v := range def {
+		switch k {
+		case "max-length-bytes":
+			if n, ok := policyInt(v); ok && n >= 0 {
+				s.MaxLengthBytes = n
+			}
+		case "stream-max-segment-size-bytes":
+			if n, ok := policyInt(v); ok && n >= 0 && n <= MaxSegmentSize {
+				s.SegmentSize = n
+			}
+		case "max-age":
+			if str, ok := v.(string); ok {
+				if d, err := group.ParseInterval("max-age", str); err == nil {
+					s.MaxAge = d
+				}
+			}
+		}
+	}
 	return s, nil
 }
+
+// policyInt reads a policy's integer: int64, or a whole float64 (JSON).
+func policyInt(v any) (int64, bool) {
+	if f, ok := v.(float64); ok {
+		if f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
+			return 0, false
+		}
+		return int64(f), true
+	}
+	return queue.IntValue(v)
+}
+
+// errSegmentTooLarge is RabbitMQ's refusal of a segment size above
+// MaxSegmentSize, a 406 with its own text.
+var errSegmentTooLarge = &queue.RefusedError{Text: "Exceeded max value for x-stream-max-segment-size-bytes"}
 
 // New implements queue.Type: the declaration is stored first (its id
 // names the stream's directory), then an empty log is created.
