@@ -114,3 +114,24 @@ func leadingInteger(s string) (*big.Int, string, bool) {
 	n, ok := new(big.Int).SetString(s[:j], 10)
 	return n, s[j:], ok
 }
+
+// WithHeader returns props with the header key set to v, for a delivery
+// property a queue type adds (x-delivery-count, x-stream-offset); props
+// as they are if they do not decode.
+func WithHeader(props []byte, key string, v any) []byte {
+	p, err := amqp.DecodeProperties(props)
+	if err != nil {
+		return props
+	}
+	h := make(amqp.Table, len(p.Headers)+1)
+	for k, x := range p.Headers {
+		h[k] = x
+	}
+	h[key] = v
+	p.Headers = h
+	b, err := p.Append(nil)
+	if err != nil {
+		return props
+	}
+	return b
+}

@@ -108,7 +108,7 @@ func (q *Queue) DeliveryProps(e queue.Entry) []byte {
 	if !q.countDeliveries {
 		return e.Msg.Props
 	}
-	return withDeliveryCount(e)
+	return queue.WithHeader(e.Msg.Props, "x-delivery-count", int64(e.Returns))
 }
 
 // Limits returns the queue's limits.

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
@@ -318,24 +317,4 @@ func (q *Queue) markDelivered(e queue.Entry) {
 
 func messageRecord(m *queue.Message) persist.MessageRecord {
 	return persist.MessageRecord{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body}
-}
-
-// withDeliveryCount returns e's properties with the x-delivery-count
-// header set to how often it came back unsettled.
-func withDeliveryCount(e queue.Entry) []byte {
-	p, err := amqp.DecodeProperties(e.Msg.Props)
-	if err != nil {
-		return e.Msg.Props
-	}
-	h := make(amqp.Table, len(p.Headers)+1)
-	for k, v := range p.Headers {
-		h[k] = v
-	}
-	h["x-delivery-count"] = int64(e.Returns)
-	p.Headers = h
-	b, err := p.Append(nil)
-	if err != nil {
-		return e.Msg.Props
-	}
-	return b
 }

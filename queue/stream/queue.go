@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/stream/group"
 )
@@ -405,19 +404,5 @@ func (q *Queue) MessageStats() queue.MessageStats {
 // DeliveryProps implements queue.Queue: a delivery carries its offset in
 // the x-stream-offset header.
 func (q *Queue) DeliveryProps(e queue.Entry) []byte {
-	p, err := amqp.DecodeProperties(e.Msg.Props)
-	if err != nil {
-		return e.Msg.Props
-	}
-	h := make(amqp.Table, len(p.Headers)+1)
-	for k, v := range p.Headers {
-		h[k] = v
-	}
-	h["x-stream-offset"] = int64(e.Seq)
-	p.Headers = h
-	b, err := p.Append(nil)
-	if err != nil {
-		return e.Msg.Props
-	}
-	return b
+	return queue.WithHeader(e.Msg.Props, "x-stream-offset", int64(e.Seq))
 }
