@@ -190,7 +190,7 @@ var featureFlags = []featureFlag{
 	{"implicit_default_bindings", "Default exchange bindings are implicit, not stored", "", "enabled", "stable", "rabbit"},
 	{"maintenance_mode_status", "Maintenance mode status", "", "enabled", "stable", "rabbit"},
 	{"quorum_queue", "Queues of type quorum (run as classic queues by Warren)", "https://www.rabbitmq.com/quorum-queues.html", "enabled", "stable", "rabbit"},
-	{"stream_queue", "Queues of type stream (not supported by Warren)", "https://www.rabbitmq.com/stream.html", "disabled", "stable", "rabbit"},
+	{"stream_queue", "Queues of type stream (over AMQP 0-9-1; no stream protocol listener)", "https://www.rabbitmq.com/stream.html", "enabled", "stable", "rabbit"},
 	{"user_limits", "Connection and channel limits per user", "", "enabled", "stable", "rabbit"},
 	{"virtual_host_metadata", "Virtual host metadata (description, tags)", "", "enabled", "stable", "rabbit"},
 }

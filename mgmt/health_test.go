@@ -55,7 +55,7 @@ func TestHealthChecks(t *testing.T) {
 	for _, f := range flags {
 		states[f["name"].(string)] = f["state"]
 	}
-	if states["quorum_queue"] != "enabled" || states["stream_queue"] != "disabled" || len(flags) != 9 {
+	if states["quorum_queue"] != "enabled" || states["stream_queue"] != "enabled" || len(flags) != 9 {
 		t.Errorf("feature flags: %v", states)
 	}
 }
