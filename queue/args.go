@@ -169,6 +169,32 @@ func ParseArgs(args map[string]any) (Limits, error) {
 			default:
 				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue master locator '%s'\"", s)}
 			}
+		case "x-quorum-initial-group-size", "x-initial-cluster-size":
+			if _, err := intArg(k, v, 1, math.MaxInt64); err != nil {
+				return l, err
+			}
+		case "x-max-in-memory-length", "x-max-in-memory-bytes":
+			if _, err := intArg(k, v, 0, math.MaxInt64); err != nil {
+				return l, err
+			}
+		case "x-dead-letter-strategy":
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			if s != "at-most-once" && s != "at-least-once" {
+				return l, &ArgError{k, "invalid_dlx_strategy"}
+			}
+		case "x-queue-leader-locator":
+			s, ok := v.(string)
+			if !ok {
+				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+			}
+			switch s {
+			case "client-local", "balanced", "random", "least-leaders":
+			default:
+				return l, &ArgError{k, "invalid_queue_locator_arg"}
+			}
 		case "x-dead-letter-exchange":
 			s, ok := v.(string)
 			if !ok {

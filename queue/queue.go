@@ -93,6 +93,15 @@ type TypeInfo struct {
 	// Replicated: the type needs durable, non-exclusive, non-auto-delete
 	// declarations (quorum and stream queues).
 	Replicated bool
+	// Compared lists the arguments whose values a re-declaration must
+	// repeat, in the order RabbitMQ 3.10 compares them (after the durable
+	// and auto-delete flags); the others are ignored on re-declaration.
+	Compared []string
+	// CheckArgs, if set, checks the values of the type's own arguments
+	// (those ParseArgs does not know), after ParseArgs and before the
+	// refused arguments and the flags (Registry.Check). It gets the
+	// declaration's arguments without the refused ones.
+	CheckArgs func(args map[string]any) error
 }
 
 // SettleOp is how a delivery ends.

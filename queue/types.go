@@ -58,9 +58,9 @@ func (r *Registry) TypeName(args map[string]any) (string, error) {
 	return s, nil
 }
 
-// Check validates a declaration in RabbitMQ's order: the type, the values
-// of the arguments the type takes, the arguments it refuses, then the
-// flags (replicated types are durable, not exclusive, not auto-delete).
+// Check validates a new queue's declaration in RabbitMQ's order: the
+// type, the values of the arguments the type takes (ParseArgs, then the
+// type's CheckArgs), the arguments it refuses, then the flags (replicated types are durable, not exclusive, not auto-delete).
 // It returns the type and the limits the arguments set.
 func (r *Registry) Check(d *Decl) (Type, Limits, error) {
 	name, err := r.TypeName(d.Args)
@@ -80,6 +80,11 @@ func (r *Registry) Check(d *Decl) (Type, Limits, error) {
 	if err != nil {
 		return t, l, err
 	}
+	if info.CheckArgs != nil {
+		if err := info.CheckArgs(valid); err != nil {
+			return t, l, err
+		}
+	}
 	for _, a := range info.Refused {
 		if _, ok := d.Args[a]; ok {
 			return t, l, &TypeArgError{Arg: a, Module: info.Module}
@@ -98,6 +103,34 @@ func (r *Registry) Check(d *Decl) (Type, Limits, error) {
 	}
 	return t, l, nil
 }
+
+// Compared returns the arguments a re-declaration of a queue declared
+// with args must repeat (TypeInfo.Compared), nil for a type the registry
+// does not run.
+func (r *Registry) Compared(args map[string]any) []string {
+	name, err := r.TypeName(args)
+	if err != nil {
+		return nil
+	}
+	if t, ok := r.types[name]; ok {
+		return t.Info().Compared
+	}
+	return nil
+}
+
+// Compared lists the arguments each of RabbitMQ 3.10's queue types
+// compares on re-declaration, in its order (RabbitMQ 3.10.8, probed).
+var (
+	ClassicCompared = []string{"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+		"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode", "x-queue-version",
+		"x-single-active-consumer", "x-queue-type", "x-queue-master-locator"}
+	QuorumCompared = []string{"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
+		"x-expires", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
+		"x-overflow", "x-single-active-consumer", "x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit",
+		"x-message-ttl", "x-queue-leader-locator"}
+	StreamCompared = []string{"x-max-length-bytes", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes",
+		"x-initial-cluster-size", "x-queue-leader-locator"}
+)
 
 // Refused lists the arguments each of RabbitMQ 3.10's queue types refuses,
 // for types that take its declarations.

@@ -118,17 +118,10 @@ type QueueDeclared struct {
 	Consumers int
 }
 
-// queueArgsCompared are the arguments whose values must match on
-// re-declaration, as RabbitMQ checks them.
-var queueArgsCompared = []string{
-	"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes", "x-max-priority",
-	"x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-queue-mode",
-	"x-queue-type", "x-single-active-consumer", "x-queue-master-locator", "x-delivery-limit",
-	"x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator",
-}
-
 // DeclareQueue creates the queue d names, or checks that the existing one
-// is equivalent (and resets its x-expires clock).
+// is equivalent (and resets its x-expires clock). As in RabbitMQ, only a
+// new queue's declaration is checked (Registry.Check); a re-declaration is
+// compared with the queue, its argument values unchecked.
 func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 	name := d.Name
 	if d.Passive {
@@ -152,11 +145,7 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 	if d.Exclusive {
 		decl.Owner = a.Conn
 	}
-	typ, _, err := v.srv.types.Check(&decl)
-	if err != nil {
-		return QueueDeclared{}, declareError(err, name, v.name)
-	}
-	q, err := v.openQueue(a, typ, decl)
+	q, err := v.openQueue(a, decl)
 	if err != nil {
 		return QueueDeclared{}, err
 	}
@@ -165,8 +154,8 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 }
 
 // openQueue is DeclareQueue's part under v.mu: compare with the existing
-// queue, or admit and create a new one.
-func (v *vhost) openQueue(a Actor, typ queue.Type, decl queue.Decl) (queue.Queue, error) {
+// queue, or check, admit and create a new one.
+func (v *vhost) openQueue(a Actor, decl queue.Decl) (queue.Queue, error) {
 	name := decl.Name
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -174,11 +163,16 @@ func (v *vhost) openQueue(a Actor, typ queue.Type, decl queue.Decl) (queue.Queue
 		if have := q.Decl(); (have.Exclusive && have.Owner != a.Conn) || have.Exclusive != decl.Exclusive {
 			return nil, &LockedError{Name: name, VHost: v.name}
 		}
-		if arg, got, have := queueDifference(*q.Decl(), decl); arg != "" {
-			return nil, &PreconditionError{Reason: Inequivalent, Kind: "queue", Name: name, VHost: v.name, Arg: arg, Got: got, Have: have}
+		have := q.Decl()
+		if arg, got, had := queueDifference(*have, decl, v.srv.types.Compared(have.Args)); arg != "" {
+			return nil, &PreconditionError{Reason: Inequivalent, Kind: "queue", Name: name, VHost: v.name, Arg: arg, Got: got, Have: had}
 		}
 		q.Touch()
 		return q, nil
+	}
+	typ, _, err := v.srv.types.Check(&decl)
+	if err != nil {
+		return nil, declareError(err, name, v.name)
 	}
 	if err := v.checkNewQueue(a, name, decl.Args); err != nil {
 		return nil, err
@@ -220,36 +214,55 @@ func (v *vhost) checkNewQueue(a Actor, name string, args map[string]any) error {
 	return v.admitQueue(name)
 }
 
-func queueDifference(have, got queue.Decl) (arg string, g, h any) {
+// queueDifference returns the first difference between the queue's
+// declaration (have) and a re-declaration (got), in RabbitMQ's order: the
+// durable and auto-delete flags, then the arguments the queue's type
+// compares (compared), each either side's value or nil where it lacks the
+// argument. arg is "" when they are equivalent.
+func queueDifference(have, got queue.Decl, compared []string) (arg string, g, h any) {
 	switch {
 	case have.Durable != got.Durable:
 		return "durable", got.Durable, have.Durable
 	case have.AutoDelete != got.AutoDelete:
 		return "auto_delete", got.AutoDelete, have.AutoDelete
 	}
-	for _, k := range queueArgsCompared {
-		if !reflect.DeepEqual(normalizeArg(have.Args[k]), normalizeArg(got.Args[k])) {
-			return k, fmtArg(got.Args[k]), fmtArg(have.Args[k])
+	for _, k := range compared {
+		hv, gv := have.Args[k], got.Args[k]
+		if !sameArg(hv, gv) && !(k == "x-queue-type" && isClassic(hv) && isClassic(gv)) {
+			return k, gv, hv
 		}
 	}
 	return "", nil, nil
 }
 
-// normalizeArg makes integer arguments of different widths compare equal,
-// as RabbitMQ compares numbers by value.
-func normalizeArg(v any) any {
-	if n, ok := queue.IntValue(v); ok {
-		return n
+// sameArg is RabbitMQ's equivalence of two argument values: both absent,
+// or of one type class (integers of any width, or floats of any width, or
+// one type) and equal.
+func sameArg(a, b any) bool {
+	if an, ok := queue.IntValue(a); ok {
+		bn, ok := queue.IntValue(b)
+		return ok && an == bn
 	}
-	return v
+	if af, ok := floatValue(a); ok {
+		bf, ok := floatValue(b)
+		return ok && af == bf
+	}
+	return reflect.DeepEqual(a, b)
 }
 
-func fmtArg(v any) string {
-	if v == nil {
-		return "none"
+func floatValue(v any) (float64, bool) {
+	switch f := v.(type) {
+	case float32:
+		return float64(f), true
+	case float64:
+		return f, true
 	}
-	return fmt.Sprint(v)
+	return 0, false
 }
+
+// isClassic: a classic queue may be declared without x-queue-type or with
+// "classic", and RabbitMQ takes either for the other.
+func isClassic(v any) bool { return v == nil || v == "classic" }
 
 // declareError wraps a refused declaration argument of queue name.
 func declareError(err error, name, vhost string) error {

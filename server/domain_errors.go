@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
@@ -67,8 +69,9 @@ type PreconditionReason uint8
 // Reasons of PreconditionError.
 const (
 	// Inequivalent: a re-declaration differs from the object. For a queue,
-	// Arg, Got and Have name the difference; for an exchange, Err is the
-	// *exchange.InequivalentError.
+	// Arg names the difference, Got and Have are the re-declaration's and
+	// the queue's values (nil: it lacks the argument); for an exchange,
+	// Err is the *exchange.InequivalentError.
 	Inequivalent PreconditionReason = iota
 	// InvalidArg: a declaration's argument or property is refused; Err is
 	// the queue package's *ArgError, *ArgTypeError, *TypeArgError or
@@ -219,8 +222,8 @@ func preconditionText(e *PreconditionError) string {
 		if errors.As(e.Err, &ie) {
 			return ie.ReplyText(e.VHost)
 		}
-		return fmt.Sprintf("inequivalent arg '%s' for %s '%s' in vhost '%s': received '%v' but current is '%v'",
-			e.Arg, e.Kind, e.Name, e.VHost, e.Got, e.Have)
+		return fmt.Sprintf("inequivalent arg '%s' for %s '%s' in vhost '%s': received %s but current is %s",
+			e.Arg, e.Kind, e.Name, e.VHost, inequivalentValue(e.Got, e.Have), inequivalentValue(e.Have, e.Got))
 	case InvalidArg:
 		return invalidArgText(e)
 	case InUse:
@@ -243,6 +246,38 @@ func preconditionText(e *PreconditionError) string {
 		return "fast reply consumer does not exist"
 	}
 	return fmt.Sprintf("precondition failed (reason %d): %v", e.Reason, e.Err)
+}
+
+// inequivalentValue words one side v of an inequivalent argument as
+// RabbitMQ 3.10 does: "none" where it is absent; where the other side is
+// absent, the value with its AMQP type ("the value '5' of type
+// 'signedint'"); else the value alone ("'5'").
+func inequivalentValue(v, other any) string {
+	switch {
+	case v == nil:
+		return "none"
+	case other == nil:
+		return fmt.Sprintf("the value '%s' of type '%s'", erlangText(v), amqp.FieldTypeName(v))
+	}
+	return "'" + erlangText(v) + "'"
+}
+
+// erlangText prints a field value as RabbitMQ's texts do (Erlang's ~s for
+// strings and binaries, ~p for the rest).
+func erlangText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case float32:
+		return erlangFloat(float64(x))
+	case float64:
+		return erlangFloat(x)
+	case time.Time:
+		return strconv.FormatInt(x.Unix(), 10)
+	}
+	return fmt.Sprint(v)
 }
 
 // invalidArgText words a refused declaration argument as RabbitMQ does.

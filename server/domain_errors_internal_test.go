@@ -36,8 +36,22 @@ func TestReplyError(t *testing.T) {
 		{&AccessError{Reason: NoUser, User: "bob"}, amqp.AccessRefused, "no user 'bob'"},
 		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "durable", Got: true, Have: false}, amqp.PreconditionFailed,
 			"inequivalent arg 'durable' for queue 'q' in vhost '/': received 'true' but current is 'false'"},
-		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-max-length", Got: "5", Have: "none"}, amqp.PreconditionFailed,
-			"inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received '5' but current is 'none'"},
+		// An argument one side lacks is "none", the other side's value
+		// has its type; present on both sides, the values alone.
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-max-length", Got: int32(5)}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received the value '5' of type 'signedint' but current is none"},
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-max-length", Have: int64(100000)}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received none but current is the value '100000' of type 'long'"},
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-single-active-consumer", Have: true}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-single-active-consumer' for queue 'q' in vhost '/': received none but current is the value 'true' of type 'bool'"},
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-dead-letter-exchange", Have: "dlx"}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-dead-letter-exchange' for queue 'q' in vhost '/': received none but current is the value 'dlx' of type 'longstr'"},
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-max-length", Got: "5", Have: int32(5)}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received '5' but current is '5'"},
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-max-length", Got: 5.0, Have: int64(5)}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received '5.0' but current is '5'"},
+		{&PreconditionError{Reason: Inequivalent, Kind: "queue", Name: "q", VHost: "/", Arg: "x-single-active-consumer", Got: int32(1), Have: true}, amqp.PreconditionFailed,
+			"inequivalent arg 'x-single-active-consumer' for queue 'q' in vhost '/': received '1' but current is 'true'"},
 		{&PreconditionError{Reason: Inequivalent, Kind: "exchange", Name: "x", VHost: "/",
 			Err: &exchange.InequivalentError{Exchange: "x", Arg: "type", Received: "'fanout'", Current: "'direct'"}}, amqp.PreconditionFailed,
 			"inequivalent arg 'type' for exchange 'x' in vhost '/': received 'fanout' but current is 'direct'"},
@@ -95,4 +109,36 @@ func isDomainError(err error) bool {
 		return true
 	}
 	return false
+}
+
+// TestQueueDifference pins RabbitMQ's equivalence of re-declared queue
+// arguments: integers and floats by value within their class, x-queue-type
+// "classic" as no type, and only the arguments the type compares.
+func TestQueueDifference(t *testing.T) {
+	decl := func(args map[string]any) queue.Decl { return queue.Decl{Durable: true, Args: args} }
+	for _, c := range []struct {
+		have, got map[string]any
+		compared  []string
+		arg       string
+	}{
+		{map[string]any{"x-max-length": int32(5)}, map[string]any{"x-max-length": int64(5)}, queue.ClassicCompared, ""},
+		{map[string]any{"x-max-length": int32(5)}, map[string]any{"x-max-length": 5.0}, queue.ClassicCompared, "x-max-length"},
+		{map[string]any{"x-message-ttl": float32(1.5)}, map[string]any{"x-message-ttl": 1.5}, queue.ClassicCompared, ""},
+		{map[string]any{"x-queue-type": "classic"}, nil, queue.ClassicCompared, ""},
+		{nil, map[string]any{"x-queue-type": "classic"}, queue.ClassicCompared, ""},
+		{nil, map[string]any{"x-queue-type": "quorum"}, queue.ClassicCompared, "x-queue-type"},
+		{map[string]any{"x-queue-type": "quorum"}, nil, queue.QuorumCompared, "x-queue-type"},
+		{nil, map[string]any{"x-delivery-limit": int32(4)}, queue.ClassicCompared, ""},
+		{nil, map[string]any{"x-delivery-limit": int32(4)}, queue.QuorumCompared, "x-delivery-limit"},
+		{nil, map[string]any{"x-max-length": int32(4)}, queue.StreamCompared, ""},
+		{map[string]any{"x-expires": int32(1), "x-dead-letter-exchange": "d"}, nil, queue.ClassicCompared, "x-expires"},
+		{map[string]any{"x-expires": int32(1), "x-dead-letter-exchange": "d"}, nil, queue.QuorumCompared, "x-dead-letter-exchange"},
+	} {
+		if arg, _, _ := queueDifference(decl(c.have), decl(c.got), c.compared); arg != c.arg {
+			t.Errorf("%v then %v: difference %q, want %q", c.have, c.got, arg, c.arg)
+		}
+	}
+	if arg, g, h := queueDifference(queue.Decl{Durable: true}, queue.Decl{}, nil); arg != "durable" || g != false || h != true {
+		t.Errorf("durable difference: %q %v %v", arg, g, h)
+	}
 }

@@ -317,7 +317,8 @@ func (s *Server) registerTypes() {
 	})
 	s.types = queue.NewRegistry()
 	s.types.Register(s.classic)
-	s.types.Register(s.classic.As(queue.TypeInfo{Name: "quorum", Module: "rabbit_quorum_queue", Refused: queue.QuorumRefused, Replicated: true}))
+	s.types.Register(s.classic.As(queue.TypeInfo{Name: "quorum", Module: "rabbit_quorum_queue", Refused: queue.QuorumRefused, Replicated: true,
+		Compared: queue.QuorumCompared}))
 	s.streams = stream.NewType(stream.Config{
 		Dir:   filepath.Join(s.cfg.DataDir, "streams"),
 		Store: s.store,

@@ -36,7 +36,7 @@ type Config struct {
 	Now queue.Clock
 }
 
-var classicInfo = queue.TypeInfo{Name: "classic", Module: "rabbit_classic_queue", Refused: queue.ClassicRefused}
+var classicInfo = queue.TypeInfo{Name: "classic", Module: "rabbit_classic_queue", Refused: queue.ClassicRefused, Compared: queue.ClassicCompared}
 
 // Type is the classic queue type. Stand-ins (As) share its store and its
 // publishes, so a message routed to several of its queues is stored once.

@@ -44,7 +44,16 @@ type Config struct {
 	Ticker func(d time.Duration) (c <-chan time.Time, stop func())
 }
 
-var streamInfo = queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true}
+var streamInfo = queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true,
+	Compared: queue.StreamCompared, CheckArgs: checkArgs}
+
+// checkArgs checks the stream's own arguments before the registry checks
+// the declaration's flags, as RabbitMQ does (a non-durable stream with an
+// invalid x-max-age is refused for the x-max-age).
+func checkArgs(args map[string]any) error {
+	_, err := ParseSettings(args, queue.Limits{})
+	return err
+}
 
 // Type is the stream queue type.
 type Type struct {
