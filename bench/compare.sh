@@ -4,7 +4,9 @@
 # median of each figure per scenario and broker, with the Warren/RabbitMQ
 # ratio.
 #
-# Usage: bench/compare.sh [scenario ...]      (default: all; names below)
+# Usage: bench/compare.sh [scenario ...]      (default: s1-s8; names below;
+#                                             "st" = the stream scenarios,
+#                                             run only when named)
 #
 # Environment:
 #   ROUNDS=3          rounds per scenario (each round runs both brokers)
@@ -12,6 +14,8 @@
 #   DUR=10            seconds of load per scenario (QUICK: 3)
 #   CONNS=800         idle connections for s8 (RabbitMQ's default fd limit
 #                     of 1024 allows ~830 sockets)
+#   STREAM_N=1000000  stream scenarios: messages replayed by str, and the
+#                     count bound per producer of st1/st4/ste (QUICK: 100000)
 #   WARREN_URL, RABBIT_URL   broker URLs
 #   WARREN_PID        pid of a running Warren at WARREN_URL; if unset, the
 #                     script builds Warren from the git HEAD of the checkout
@@ -35,11 +39,13 @@ QUICK=${QUICK:-0}
 if [[ $QUICK == 1 ]]; then
 	ROUNDS=${ROUNDS:-1}
 	DUR=${DUR:-3}
+	STREAM_N=${STREAM_N:-100000}
 else
 	ROUNDS=${ROUNDS:-3}
 	DUR=${DUR:-10}
 fi
 CONNS=${CONNS:-800}
+STREAM_N=${STREAM_N:-1000000}
 FRESH_WARREN=${FRESH_WARREN:-1}
 WARREN_PORT=${WARREN_PORT:-5680}
 WARREN_URL=${WARREN_URL:-amqp://guest:guest@127.0.0.1:$WARREN_PORT/}
@@ -150,10 +156,19 @@ SCENARIOS=(
 	"s7|topic, 10,000 wildcard bindings over 10 queues, 2P, 2C, auto-ack, at most 2,000 in flight (recv/s = routed deliveries/s)|--exchange-type topic --topic-bindings 10000 --queues 10 --producers 2 --consumers 2 --size 1024 --auto-ack --max-inflight 2000 --duration ${DUR}s"
 	"s8|${CONNS} idle connections (one channel each): broker RSS delta per connection|--connections-only ${CONNS} --duration $((H + 2))s"
 )
+# Stream queues over AMQP 0-9-1 (issue 13 section 4), run only when named
+# ("st" names them all). Every run is bounded by --duration and --count.
+ST="--queue-type stream --size 1024 --persistent"
+STREAM_SCENARIOS=(
+	"st1|stream, 1P publish with confirms (window 200), 1 KB, no consumer (conf/s = confirmed/s)|$ST --producers 1 --consumers 0 --confirm 200 --count $STREAM_N --duration ${DUR}s"
+	"st4|stream, 4P publish with confirms (window 200 each), 1 KB, no consumer|$ST --producers 4 --consumers 0 --confirm 200 --count $STREAM_N --duration ${DUR}s"
+	"str|stream replay: 4P fill $STREAM_N msgs with confirms, then 1C from first, prefetch 1000, multi-ack 100 (recv/s = replay rate)|$ST --producers 4 --confirm 200 --count $((STREAM_N / 4)) --duration 120s --consumers 1 --consumers-after-publish --stream-offset first --prefetch 1000 --multi-ack-every 100 --drain-timeout 120s"
+	"ste|stream end to end: 1P confirms (window 200), 1C from next, prefetch 1000, multi-ack 100|$ST --producers 1 --confirm 200 --count $STREAM_N --duration ${DUR}s --consumers 1 --prefetch 1000 --multi-ack-every 100 --drain-timeout 30s"
+)
 if [[ $# -gt 0 ]]; then
 	want=" $* "
 	sel=()
-	for s in "${SCENARIOS[@]}"; do
+	for s in "${SCENARIOS[@]}" "${STREAM_SCENARIOS[@]}"; do
 		n=${s%%|*}
 		[[ $want == *" $n "* || $want == *" ${n:0:2} "* ]] && sel+=("$s")
 	done
@@ -211,7 +226,7 @@ run_one() { # name broker round args...
 	if [[ ! -s $f ]]; then
 		jq -n --arg e "no summary (exit $rc): $(tail -c 300 "$OUT/$name.$broker.$round.err")" '{errors:[$e]}' >"$f"
 	fi
-	jq -c --arg b "$broker" '{broker:$b, sent, received, lost, send_rate, receive_rate, p99:.latency_ms.p99, cpu:.broker_cpu_seconds, kb_per_connection, errors:(.errors|length)}' "$f" >&2
+	jq -c --arg b "$broker" '{broker:$b, sent, confirmed, received, lost, send_rate, confirm_rate, receive_rate, p99:.latency_ms.p99, cpu:.broker_cpu_seconds, rss_kb:.broker_rss_kb, kb_per_connection, errors:(.errors|length)}' "$f" >&2
 	sleep 2
 }
 
@@ -230,14 +245,15 @@ done
 
 # Table of medians.
 table() {
-	echo "| scenario | broker | sent/s | recv/s | p50 ms | p99 ms | p99.9 ms | broker CPU µs/msg | broker CPU % | client CPU % | broker peak RSS MB | KB/conn | lost | errors |"
-	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	echo "| scenario | broker | sent/s | conf/s | recv/s | p50 ms | p99 ms | p99.9 ms | broker CPU µs/msg | broker CPU % | client CPU % | broker peak RSS MB | KB/conn | lost | errors |"
+	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for s in "${SCENARIOS[@]}"; do
 		IFS='|' read -r name desc args <<<"$s"
 		jq -s -r --arg name "$name" --arg la "$LABEL_A" --arg lb "$LABEL_B" --arg ratio "$RATIO" '
 		def med: map(select(. != null)) | sort | if length == 0 then null elif length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
 		def fig(b): map(select(.broker_tag == b)) | {
 			sent: (map(.send_rate) | med),
+			conf: (map(.confirm_rate) | med),
 			recv: (map(.receive_rate) | med),
 			p50: (map(.latency_ms.p50) | med),
 			p99: (map(.latency_ms.p99) | med),
@@ -248,16 +264,18 @@ table() {
 			rss: (map(if .broker_rss_kb != null then .broker_rss_kb / 1024 else null end) | med),
 			kbc: (map(.kb_per_connection) | med),
 			lost: (map(.lost // 0) | add),
+			dup: (map(.duplicates // 0) | add),
+			ooo: (map((.out_of_order // 0) + (.stream_offset_regressions // 0)) | add),
 			errs: (map(.errors // [] | length) | add),
 			undrained: (map(select(.drain_timed_out == true)) | length)
 		};
 		def f(x; d): if x == null then "–" else (x * pow(10; d) | round / pow(10; d) | tostring) end;
 		def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b) * 100 | round / 100 | tostring) + "×" end;
 		(fig("warren")) as $w | (fig("rabbitmq")) as $r |
-		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost)\(if x.undrained > 0 then " (drain timed out in \(x.undrained) runs)" else "" end) | \(x.errs) |";
+		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.conf;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost)\(if x.undrained > 0 then " (drain timed out in \(x.undrained) runs)" else "" end)\(if x.dup > 0 or x.ooo > 0 then " (dup \(x.dup), out of order \(x.ooo))" else "" end) | \(x.errs) |";
 		row($la; $w),
 		row($lb; $r),
-		"| \($name) | **\($ratio)** | \(ratio($w.sent;$r.sent)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"
+		"| \($name) | **\($ratio)** | \(ratio($w.sent;$r.sent)) | \(ratio($w.conf;$r.conf)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"
 		' <(for f in "$OUT/$name".*.json; do b=${f#"$OUT/$name".}; b=${b%%.*}; jq -c --arg b "$b" '. + {broker_tag:$b}' "$f"; done)
 	done
 	echo
@@ -283,13 +301,18 @@ printf '%s\n\n%s\n' "$HEADER" "$TABLE" | tee "$OUT/table.md"
 
 if [[ ${UPDATE_MD:-0} == 1 ]]; then
 	MD=$ROOT/BENCHMARKS.md
-	if [[ -f $MD ]] && grep -q '<!-- results:begin -->' "$MD"; then
-		awk -v tf="$OUT/table.md" '
-			/<!-- results:begin -->/ { print; while ((getline l < tf) > 0) print l; skip = 1; next }
-			/<!-- results:end -->/ { skip = 0 }
+	# A run of stream scenarios only has its own section.
+	MARK=results
+	only_streams=1
+	for s in "${SCENARIOS[@]}"; do [[ $s == st* ]] || only_streams=0; done
+	[[ $only_streams == 1 ]] && MARK=stream-results
+	if [[ -f $MD ]] && grep -q "<!-- $MARK:begin -->" "$MD"; then
+		awk -v tf="$OUT/table.md" -v b="<!-- $MARK:begin -->" -v e="<!-- $MARK:end -->" '
+			$0 == b { print; while ((getline l < tf) > 0) print l; skip = 1; next }
+			$0 == e { skip = 0 }
 			!skip' "$MD" >"$MD.tmp" && mv "$MD.tmp" "$MD"
 	else
-		{ echo "<!-- results:begin -->"; cat "$OUT/table.md"; echo "<!-- results:end -->"; } >>"$MD"
+		{ echo "<!-- $MARK:begin -->"; cat "$OUT/table.md"; echo "<!-- $MARK:end -->"; } >>"$MD"
 	fi
 	log "updated $MD"
 fi

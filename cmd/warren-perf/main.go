@@ -96,6 +96,11 @@ func parseFlags(args []string) (Config, error) {
 	fs.DurationVar(&c.ConsumerDelay, "consumer-delay", 0, "start consumers this long after the producers (e.g. equal to --duration: fill, then drain)")
 	fs.Int64Var(&c.MaxInflight, "max-inflight", 0, "pause publishing while more than N messages (all producers) are sent but not yet received (0 = no limit); keeps queues short so that throughput is the sustained end-to-end rate")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.StringVar(&c.QueueType, "queue-type", "", "classic|quorum|stream: declare with x-queue-type (quorum and stream are durable; default: no x-queue-type, the broker's default)")
+	fs.Var(&c.QueueArgs, "queue-arg", "queue.declare argument k=v (repeatable); v is a long if an integer, a boolean if true/false, else a string (\"...\" forces a string)")
+	fs.Var(&c.ConsumeArgs, "consume-arg", "basic.consume argument k=v (repeatable), typed as --queue-arg")
+	fs.StringVar(&c.StreamOffset, "stream-offset", "", "stream consumers: x-stream-offset first|last|next|N|interval (10m; units Y M D h m s)")
+	fs.BoolVar(&c.ConsumersAfterPublish, "consumers-after-publish", false, "start consumers once publishing (and its confirms) is done: with --stream-offset first, recv/s is the replay rate")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

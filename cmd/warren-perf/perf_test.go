@@ -176,3 +176,73 @@ func TestProgressLeft(t *testing.T) {
 		t.Errorf("no bound: %q", got)
 	}
 }
+
+func TestQueueAndConsumeArgs(t *testing.T) {
+	cfg, err := parseFlags([]string{"--queue-type", "stream", "--prefetch", "10",
+		"--queue-arg", "x-max-length-bytes=1000000", "--queue-arg", "x-max-age=10m",
+		"--queue-arg", `x-name="42"`, "--queue-arg", "x-flag=true",
+		"--consume-arg", "x-priority=5", "--stream-offset", "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qa := cfg.queueArgs()
+	if qa["x-queue-type"] != "stream" || qa["x-max-length-bytes"] != int64(1000000) || qa["x-max-age"] != "10m" ||
+		qa["x-name"] != "42" || qa["x-flag"] != true || !cfg.DurableQueues {
+		t.Fatalf("queue args %#v durable %v", qa, cfg.DurableQueues)
+	}
+	ca := cfg.ConsumeArgs.table()
+	if ca["x-priority"] != int64(5) || ca["x-stream-offset"] != "first" {
+		t.Fatalf("consume args %#v", ca)
+	}
+	for spec, want := range map[string]any{"last": "last", "next": "next", "123": int64(123), "10m": "10m", "2D": "2D"} {
+		cfg, err := parseFlags([]string{"--queue-type", "stream", "--prefetch", "1", "--stream-offset", spec})
+		if err != nil || cfg.ConsumeArgs.table()["x-stream-offset"] != want {
+			t.Errorf("--stream-offset %s: %v %#v", spec, err, cfg.ConsumeArgs.table())
+		}
+	}
+	// x-queue-type as a plain argument makes the run a stream run too.
+	if cfg, err := parseFlags([]string{"--queue-arg", "x-queue-type=stream", "--prefetch", "1"}); err != nil || cfg.QueueType != "stream" {
+		t.Errorf("x-queue-type argument: %v %q", err, cfg.QueueType)
+	}
+	for _, bad := range [][]string{
+		{"--queue-type", "stream"},                                  // no prefetch
+		{"--queue-type", "stream", "--prefetch", "1", "--auto-ack"}, // no-ack
+		{"--queue-type", "lazy"},
+		{"--stream-offset", "first"},                                           // not a stream
+		{"--queue-type", "stream", "--prefetch", "1", "--stream-offset", "-1"}, // negative
+		{"--queue-type", "stream", "--prefetch", "1", "--stream-offset", "soon"},
+		{"--queue-type", "quorum", "--queue-arg", "x-queue-type=stream"},
+		{"--queue-arg", "novalue"},
+		{"--queue-type", "stream", "--prefetch", "1", "--stream-offset", "first", "--consume-arg", "x-stream-offset=last"},
+		{"--consumers-after-publish", "--consumer-delay", "1s"},
+	} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	// A stream without consumers needs no prefetch.
+	if _, err := parseFlags([]string{"--queue-type", "stream", "--consumers", "0"}); err != nil {
+		t.Errorf("publish-only stream: %v", err)
+	}
+}
+
+func TestStreams(t *testing.T) {
+	url := servertest.Start(t, server.Config{})
+	t.Run("replay-from-first", func(t *testing.T) {
+		// Two readers each get every message, in order, with rising offsets.
+		s := runAgainst(t, url, "--queue-type", "stream", "--producers", "2", "--consumers", "2", "--size", "100",
+			"--confirm", "50", "--prefetch", "100", "--multi-ack-every", "20", "--count", "3000", "--duration", "10s",
+			"--consumers-after-publish", "--stream-offset", "first")
+		if s.Confirmed != 6000 || s.Received != 12000 || s.OutOfOrder != 0 || s.StreamOffsetRegressions != 0 ||
+			s.StreamOffsetMissing != 0 || s.ConfirmRate <= 0 || s.ReceiveRate <= 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+	t.Run("end-to-end", func(t *testing.T) {
+		s := runAgainst(t, url, "--queue-type", "stream", "--producers", "1", "--consumers", "1", "--size", "1024",
+			"--confirm", "100", "--prefetch", "200", "--multi-ack-every", "50", "--count", "5000", "--duration", "10s")
+		if s.Received != s.Sent || s.OutOfOrder != 0 || s.StreamOffsetRegressions != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}

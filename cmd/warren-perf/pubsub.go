@@ -47,6 +47,7 @@ func (r *runner) produce(ctx, pubCtx context.Context, ps *producerState, end *ti
 				if c.Ack {
 					ps.confirmed.set(uint32(c.DeliveryTag - 1))
 					r.confirmed.Add(1)
+					r.lastConfirm.Store(time.Now().UnixNano())
 				} else {
 					r.nacked.Add(1)
 				}
@@ -182,7 +183,7 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 	merged := make(chan delivery, 256)
 	var fwd sync.WaitGroup
 	for i, q := range qs {
-		msgs, err := ch.Consume(r.queues[q], fmt.Sprintf("warren-perf-%d-%d", id, i), cfg.AutoAck, false, false, false, nil)
+		msgs, err := ch.Consume(r.queues[q], fmt.Sprintf("warren-perf-%d-%d", id, i), cfg.AutoAck, false, false, false, cfg.ConsumeArgs.table())
 		if err != nil {
 			r.fail("consumer %d: consume %s: %v", id, r.queues[q], err)
 			ready <- struct{}{}
@@ -202,6 +203,7 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 	}
 	ready <- struct{}{}
 
+	stream := cfg.QueueType == "stream"
 	var pending int
 	var maxAcked, highest uint64
 	handle := func(d amqp.Delivery, q int) {
@@ -215,13 +217,16 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 			cs.interval.record(lat)
 			cs.total.record(lat)
 			cs.mu.Unlock()
-			k := trackKey(p, q)
+			k := trackKey(p, r.trackQueue(id, q))
 			t := cs.trackers[k]
 			if t == nil {
 				t = &seqTracker{}
 				cs.trackers[k] = t
 			}
 			t.add(seq)
+		}
+		if stream {
+			cs.checkOffset(d, q)
 		}
 		if r.received.Add(1) == 1 {
 			r.firstRecv.Store(now)
@@ -291,4 +296,22 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 			return
 		}
 	}
+}
+
+// checkOffset checks a stream delivery's x-stream-offset header: present,
+// and above the previous one from queue q.
+func (cs *consumerState) checkOffset(d amqp.Delivery, q int) {
+	o, ok := d.Headers["x-stream-offset"].(int64)
+	if !ok {
+		cs.offsetMissing++
+		return
+	}
+	if cs.lastOffset == nil {
+		cs.lastOffset = map[int]int64{}
+	}
+	if last, seen := cs.lastOffset[q]; seen && o <= last {
+		cs.offsetRegressed++
+		return
+	}
+	cs.lastOffset[q] = o
 }

@@ -47,6 +47,14 @@ type Config struct {
 	ConsumerDelay   time.Duration `json:"-"`
 	Quiet           bool          `json:"-"`
 	MaxInflight     int64         `json:"max_inflight,omitempty"`
+
+	QueueType             string     `json:"queue_type,omitempty"`
+	QueueArgs             argList    `json:"-"`
+	ConsumeArgs           argList    `json:"-"`
+	QueueArgsJSON         amqp.Table `json:"queue_args,omitempty"`
+	ConsumeArgsJSON       amqp.Table `json:"consume_args,omitempty"`
+	StreamOffset          string     `json:"stream_offset,omitempty"`
+	ConsumersAfterPublish bool       `json:"consumers_after_publish,omitempty"`
 }
 
 func (c *Config) validate() error {
@@ -91,7 +99,7 @@ func (c *Config) validate() error {
 	if c.ExchangeType == "topic" && c.TopicBindings <= 0 {
 		c.TopicBindings = c.Queues
 	}
-	return nil
+	return c.validateQueueType()
 }
 
 // Summary is the final JSON report.
@@ -112,10 +120,17 @@ type Summary struct {
 	Duplicates    int64 `json:"duplicates"`
 	OutOfOrder    int64 `json:"out_of_order"`
 	BadBodies     int64 `json:"bad_bodies,omitempty"`
+	// StreamOffsetRegressions counts stream deliveries whose x-stream-offset
+	// header was not above the previous one of that consumer and queue;
+	// StreamOffsetMissing those without the header.
+	StreamOffsetRegressions int64 `json:"stream_offset_regressions,omitempty"`
+	StreamOffsetMissing     int64 `json:"stream_offset_missing,omitempty"`
 	// SendRate is sent / publishing time; ReceiveRate is received / (last
 	// delivery - first delivery), i.e. the drain rate when consumers start late.
 	SendRate    float64 `json:"send_rate"`
 	ReceiveRate float64 `json:"receive_rate"`
+	// ConfirmRate is confirmed / (last confirm - start of publishing).
+	ConfirmRate float64 `json:"confirm_rate,omitempty"`
 	LatencyMs   struct {
 		P50  float64 `json:"p50"`
 		P95  float64 `json:"p95"`
@@ -158,12 +173,18 @@ type consumerState struct {
 	total    histogram
 	trackers map[uint64]*seqTracker // owned by the consumer goroutine
 	bad      int64
+	// Stream offsets: the last x-stream-offset per queue, and the checks
+	// on them (owned by the consumer goroutine).
+	lastOffset      map[int]int64
+	offsetRegressed int64
+	offsetMissing   int64
 }
 
 type runner struct {
-	cfg    Config
-	out    io.Writer
-	queues []string
+	cfg     Config
+	out     io.Writer
+	queues  []string
+	readers [][]int // per queue: the consumers that subscribe to it
 
 	producers []*producerState
 	consumers []*consumerState
@@ -171,6 +192,7 @@ type runner struct {
 	sent, confirmed, nacked, received atomic.Int64
 	fanout                            int64 // deliveries per message, for --max-inflight
 	firstRecv, lastRecv               atomic.Int64
+	lastConfirm                       atomic.Int64 // Unix ns
 	cancelled                         atomic.Int64
 
 	errMu  sync.Mutex
@@ -252,6 +274,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	for i := 0; i < cfg.Queues; i++ {
 		r.queues = append(r.queues, fmt.Sprintf("%s-%d", cfg.QueuePrefix, i))
 	}
+	r.readers = make([][]int, cfg.Queues)
+	for i := 0; i < cfg.Consumers; i++ {
+		for _, q := range r.consumerQueues(i) {
+			r.readers[q] = append(r.readers[q], i)
+		}
+	}
 	sum := &Summary{Config: cfg, DurationS: cfg.Duration.Seconds()}
 	if pu, err := url.Parse(cfg.URL); err == nil {
 		sum.Broker = pu.Host
@@ -264,6 +292,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	r.fanout = 1
 	if cfg.ExchangeType == "fanout" || (cfg.ExchangeType == "direct" && cfg.RoutingKey != "") {
 		r.fanout = int64(cfg.Queues)
+	}
+	if cfg.QueueType == "stream" && len(r.readers[0]) > 1 {
+		r.fanout *= int64(len(r.readers[0])) // every reader of a stream gets everything
 	}
 
 	if !cfg.Predeclared {
@@ -296,13 +327,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 			consumerMu.Lock()
 			r.consumers = append(r.consumers, cs)
 			consumerMu.Unlock()
-			var qs []int
-			for q := i % cfg.Queues; q < cfg.Queues; q += cfg.Consumers {
-				qs = append(qs, q)
-			}
-			if len(qs) == 0 {
-				qs = []int{i % cfg.Queues}
-			}
+			qs := r.consumerQueues(i)
 			cwg.Add(1)
 			go func() {
 				defer cwg.Done()
@@ -321,7 +346,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	var consumersStarted atomic.Bool
 	consumerStartAt := time.Now()
 	var delayedStart chan struct{}
-	if cfg.ConsumerDelay <= 0 {
+	if cfg.ConsumersAfterPublish {
+		// started below, once the producers are done
+	} else if cfg.ConsumerDelay <= 0 {
 		startConsumers()
 		consumersStarted.Store(true)
 	} else {
@@ -370,6 +397,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		if t.After(pubEnd) {
 			pubEnd = t
 		}
+	}
+	if cfg.ConsumersAfterPublish && ctx.Err() == nil {
+		consumerMu.Lock()
+		consumerStartAt = time.Now()
+		consumerMu.Unlock()
+		startConsumers()
+		consumersStarted.Store(true)
 	}
 
 	// Drain: wait for consumers to get everything expected.
@@ -421,6 +455,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	if d := pubEnd.Sub(pubStart).Seconds(); d > 0 {
 		sum.SendRate = float64(sum.Sent) / d
 	}
+	if l := r.lastConfirm.Load(); l > pubStart.UnixNano() && sum.Confirmed > 0 {
+		sum.ConfirmRate = float64(sum.Confirmed) / (float64(l-pubStart.UnixNano()) / 1e9)
+	}
 	if f, l := r.firstRecv.Load(), r.lastRecv.Load(); l > f && sum.Received > 1 {
 		sum.ReceiveRate = float64(sum.Received-1) / (float64(l-f) / 1e9)
 	}
@@ -431,6 +468,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		all.merge(&cs.total)
 		cs.mu.Unlock()
 		sum.BadBodies += cs.bad
+		sum.StreamOffsetRegressions += cs.offsetRegressed
+		sum.StreamOffsetMissing += cs.offsetMissing
 		for k, t := range cs.trackers {
 			sum.Duplicates += t.duplicates
 			sum.OutOfOrder += t.outOfOrder
@@ -475,6 +514,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	r.errMu.Lock()
 	sum.Errors = append(sum.Errors, r.errors...)
 	r.errMu.Unlock()
+	if sum.StreamOffsetRegressions > 0 || sum.StreamOffsetMissing > 0 {
+		r.fail("stream deliveries: %d x-stream-offset headers not rising, %d missing", sum.StreamOffsetRegressions, sum.StreamOffsetMissing)
+	}
 	if sum.Lost != nil && *sum.Lost > 0 {
 		if sum.DrainTimedOut {
 			r.fail("%d messages not received within the drain timeout", *sum.Lost)
@@ -483,6 +525,42 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		}
 	}
 	return sum, r.firstErr()
+}
+
+// consumerQueues is the queues consumer i subscribes to.
+func (r *runner) consumerQueues(i int) []int {
+	var qs []int
+	for q := i % r.cfg.Queues; q < r.cfg.Queues; q += r.cfg.Consumers {
+		qs = append(qs, q)
+	}
+	if len(qs) == 0 {
+		qs = []int{i % r.cfg.Queues}
+	}
+	return qs
+}
+
+// trackQueue is the queue index under which consumer c records what it
+// got from queue q: q itself, where consumers of a queue compete for its
+// messages; for streams, where each reader gets every message, one index
+// per (consumer, queue).
+func (r *runner) trackQueue(c, q int) int {
+	if r.cfg.QueueType == "stream" {
+		return c*r.cfg.Queues + q
+	}
+	return q
+}
+
+// trackQueues is the tracking indices (see trackQueue) that should each
+// see every message routed to queue q.
+func (r *runner) trackQueues(q int) []int {
+	if r.cfg.QueueType != "stream" {
+		return []int{q}
+	}
+	var ts []int
+	for _, c := range r.readers[q] {
+		ts = append(ts, r.trackQueue(c, q))
+	}
+	return ts
 }
 
 // buildRoutes decides, for each producer, the routing keys it cycles over
@@ -570,10 +648,13 @@ func (r *runner) expected() (int64, bool) {
 			if r.cfg.Confirm > 0 && !ps.confirmed.has(uint32(seq)) {
 				continue
 			}
-			if ps.routes[seq%int64(len(ps.routes))].queue == -1 {
-				n += int64(r.cfg.Queues)
-			} else {
-				n++
+			q := ps.routes[seq%int64(len(ps.routes))].queue
+			lo, hi := q, q+1
+			if q == -1 {
+				lo, hi = 0, r.cfg.Queues
+			}
+			for qi := lo; qi < hi; qi++ {
+				n += int64(len(r.trackQueues(qi)))
 			}
 		}
 	}
@@ -597,12 +678,14 @@ func (r *runner) countLost(got map[uint64]*bitset) int64 {
 				lo, hi = 0, r.cfg.Queues
 			}
 			for qi := lo; qi < hi; qi++ {
-				b := got[trackKey(ps.id, qi)]
-				if b == nil {
-					b = empty
-				}
-				if !b.has(uint32(seq)) {
-					lost++
+				for _, tq := range r.trackQueues(qi) {
+					b := got[trackKey(ps.id, tq)]
+					if b == nil {
+						b = empty
+					}
+					if !b.has(uint32(seq)) {
+						lost++
+					}
 				}
 			}
 		}

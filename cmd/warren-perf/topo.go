@@ -21,9 +21,19 @@ func (r *runner) declare() error {
 	if err != nil {
 		return err
 	}
+	args := cfg.queueArgs()
 	for _, q := range r.queues {
-		if _, err := ch.QueueDeclare(q, cfg.DurableQueues, false, false, false, nil); err != nil {
+		if cfg.QueueType == "stream" {
+			// Streams refuse queue.purge: start from an empty one.
+			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+				return fmt.Errorf("queue.delete %s: %w", q, err)
+			}
+		}
+		if _, err := ch.QueueDeclare(q, cfg.DurableQueues, false, false, false, args); err != nil {
 			return fmt.Errorf("queue.declare %s: %w", q, err)
+		}
+		if cfg.QueueType == "stream" {
+			continue
 		}
 		if _, err := ch.QueuePurge(q, false); err != nil {
 			return fmt.Errorf("queue.purge %s: %w", q, err)
@@ -68,7 +78,7 @@ func (r *runner) declare() error {
 			}
 		}
 	}
-	if _, err := ch.QueueDeclarePassive(r.queues[0], cfg.DurableQueues, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclarePassive(r.queues[0], cfg.DurableQueues, false, false, false, args); err != nil {
 		return fmt.Errorf("after bindings: %w", err)
 	}
 	return nil
