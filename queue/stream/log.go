@@ -214,6 +214,21 @@ func OpenLog(dir string, maxSeg int64) (*Log, error) {
 		bases = append(bases, b)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	if n := len(bases); n > 1 {
+		// A kill while the writer created the next segment leaves it
+		// without a whole header: it never held a record (records follow
+		// the header's sync), so it goes and the one before stays active.
+		last := filepath.Join(dir, segName(bases[n-1], ".seg"))
+		if st, err := os.Stat(last); err == nil && st.Size() < segHeader {
+			if err := os.Remove(last); err != nil {
+				return nil, err
+			}
+			if err := os.Remove(filepath.Join(dir, segName(bases[n-1], ".idx"))); err != nil && !os.IsNotExist(err) {
+				return nil, err
+			}
+			bases = bases[:n-1]
+		}
+	}
 	if len(bases) == 0 {
 		if err := l.create(0, 0); err != nil {
 			return nil, err

@@ -163,6 +163,33 @@ func TestLogTornTailCut(t *testing.T) {
 	l.Close()
 }
 
+// TestLogTornSegmentCreation: a kill while the next segment was being
+// created leaves it empty or with part of its header; the log opens
+// without it and goes on where the one before ends.
+func TestLogTornSegmentCreation(t *testing.T) {
+	for _, n := range []int{0, segHeader / 2} {
+		dir := t.TempDir()
+		l, _ := OpenLog(dir, 1<<20)
+		appendN(t, l, 10, false)
+		l.Close()
+		next := filepath.Join(dir, segName(10, ".seg"))
+		if err := os.WriteFile(next, []byte(segMagic)[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l, err := OpenLog(dir, 1<<20)
+		if err != nil {
+			t.Fatalf("a segment torn at creation (%d bytes) refused: %v", n, err)
+		}
+		if _, err := os.Stat(next); !os.IsNotExist(err) {
+			t.Fatalf("the torn segment is still there: %v", err)
+		}
+		appendN(t, l, 1, false)
+		r, _ := l.ReaderAt(0)
+		want(t, "after the torn creation", readAll(t, r), seqs(0, 11))
+		l.Close()
+	}
+}
+
 func TestLogDamageRefused(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := OpenLog(dir, 1<<20)
