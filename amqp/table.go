@@ -469,3 +469,40 @@ func FieldTypeName(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// TableLookup decodes the values of keys in the length-prefixed field table
+// at the start of b, stepping over the other fields without decoding them:
+// vals[i] becomes keys[i]'s value (the last one when a key repeats; nil
+// when absent, as for a void value). vals must be as long as keys. It is
+// how a queue reads a few headers of a message without decoding its
+// whole table.
+func TableLookup(b []byte, keys []string, vals []any) error {
+	clear(vals)
+	if len(b) < 4 {
+		return errTableTruncated
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return errTableTruncated
+	}
+	b = b[4 : 4+n]
+	for len(b) > 0 {
+		kl := int(b[0])
+		if len(b) < 1+kl {
+			return errTableTruncated
+		}
+		key := b[1 : 1+kl]
+		b = b[1+kl:]
+		i := slices.IndexFunc(keys, func(k string) bool { return k == string(key) })
+		var err error
+		if i < 0 {
+			b, err = skipFieldValue(b, 0)
+		} else {
+			vals[i], b, err = decodeFieldValue(b, 0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

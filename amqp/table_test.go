@@ -195,3 +195,24 @@ func TestTableDecodeCopies(t *testing.T) {
 		t.Fatalf("decoded table aliases input: %#v", tab)
 	}
 }
+
+func TestTableLookup(t *testing.T) {
+	b, err := AppendTable(nil, Table{"a": int32(1), "b": "two", "c": Table{"x": true}, "d": []any{"q"}, "v": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"b", "missing", "a", "d", "v"}
+	vals := make([]any, len(keys))
+	if err := TableLookup(b, keys, vals); err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"two", nil, int32(1), []any{"q"}, nil}
+	if !reflect.DeepEqual(vals, want) {
+		t.Fatalf("TableLookup = %#v, want %#v", vals, want)
+	}
+	for i := 1; i < len(b); i++ {
+		if err := TableLookup(b[:i], keys, vals); err == nil {
+			t.Fatalf("a table cut at %d of %d bytes was read", i, len(b))
+		}
+	}
+}

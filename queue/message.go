@@ -119,15 +119,23 @@ func leadingInteger(s string) (*big.Int, string, bool) {
 // property a queue type adds (x-delivery-count, x-stream-offset); props
 // as they are if they do not decode.
 func WithHeader(props []byte, key string, v any) []byte {
+	return WithHeaders(props, key, v)
+}
+
+// WithHeaders is WithHeader for several headers: kv alternates keys
+// (strings) and values.
+func WithHeaders(props []byte, kv ...any) []byte {
 	p, err := amqp.DecodeProperties(props)
 	if err != nil {
 		return props
 	}
-	h := make(amqp.Table, len(p.Headers)+1)
+	h := make(amqp.Table, len(p.Headers)+len(kv)/2)
 	for k, x := range p.Headers {
 		h[k] = x
 	}
-	h[key] = v
+	for i := 0; i+1 < len(kv); i += 2 {
+		h[kv[i].(string)] = kv[i+1]
+	}
 	p.Headers = h
 	b, err := p.Append(nil)
 	if err != nil {

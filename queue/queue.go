@@ -197,11 +197,19 @@ type (
 	DeclareCounter interface {
 		DeclareCounts() (messages, consumers int)
 	}
-	// NackRefuser is a queue whose deliveries cannot be nacked or
-	// rejected (streams: RabbitMQ answers 540 NOT_IMPLEMENTED). Settle
-	// with Requeue still ends its deliveries of a closed channel.
+	// NackRefuser is a queue some of whose deliveries cannot be nacked
+	// or rejected (a stream's plain consumers': RabbitMQ answers 540
+	// NOT_IMPLEMENTED; its group members' can). Settle with Requeue
+	// still ends such deliveries of a closed channel.
 	NackRefuser interface {
-		RefusesNack()
+		RefusesNack(e Entry) bool
+	}
+	// PublishChecker is a queue that can refuse a message before it is
+	// delivered anywhere (a partitioned stream: partition headers it
+	// cannot honour); the broker closes the publishing channel with the
+	// error, 406 PRECONDITION_FAILED.
+	PublishChecker interface {
+		CheckPublish(m *Message) error
 	}
 	// Transactional is a type whose share of a tx.commit is made durable
 	// as one: after a crash, all of it or none of it is there.
@@ -307,6 +315,10 @@ type Hooks struct {
 	DeadLetter func(q Queue, dead []Dead)
 	// Expired is called when the queue has been unused for its x-expires.
 	Expired func(q Queue)
+	// Cancel is called when the queue dropped a consumer of its own
+	// accord (a stream's rebalance with x-stream-cancel-on-rebalance): the
+	// broker forgets it and tells its client with basic.cancel.
+	Cancel func(q Queue, c ConsumerRef)
 }
 
 // Stats is a snapshot of a queue's counts.
@@ -353,6 +365,9 @@ type Entry struct {
 	Returns uint32
 	// Expires is when the entry expires, in Unix nanoseconds; 0 = never.
 	Expires int64
+	// Ref is more of the type's reference, its own to use (a stream:
+	// which cursor and partition delivered it).
+	Ref uint64
 }
 
 // Clock is a queue's time source; tests replace it.

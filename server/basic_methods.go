@@ -168,20 +168,27 @@ func (ch *channel) publish(p *publishing) error {
 		if m.Exchange == "" && strings.HasPrefix(m.RoutingKey, replyto.Prefix) {
 			// RabbitMQ hands a direct reply-to reply over at once, outside
 			// the transaction.
-			ch.route(p, nil)
-			return nil
+			_, err := ch.route(p, nil)
+			return err
+		}
+		if err := ch.checkRoute(p); err != nil {
+			return err
 		}
 		ch.tx.Publish(p)
 		return nil
 	}
 	if ch.confirms == nil {
-		ch.route(p, nil)
-		return nil
+		_, err := ch.route(p, nil)
+		return err
 	}
 	v.stats.confirmed(ch.c.id)
 	pc := &pendingConfirm{seq: ch.confirms.Next(), confirms: ch.confirms}
 	pc.n.Store(2) // the store's write (or its absence) and the enqueue
-	if dropped := ch.route(p, pc.storeDone); dropped {
+	dropped, err := ch.route(p, pc.storeDone)
+	if err != nil {
+		return err // the channel closes: its confirms go with it
+	}
+	if dropped {
 		pc.failed.Store(true)
 	}
 	pc.resolve()
@@ -207,8 +214,9 @@ func newMessage(p *publishing) *queue.Message {
 // publisher when it is mandatory and unroutable. done is called once the
 // message is durable in every durable queue it went to (at once when there
 // is none). It reports whether a queue refused the message for its length
-// limit.
-func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
+// limit. A queue that refuses the message outright (queue.PublishChecker)
+// fails the publish before any queue has it.
+func (ch *channel) route(p *publishing, done func(error)) (dropped bool, err error) {
 	m := p.method
 	v := ch.c.vhost
 	msg := newMessage(p)
@@ -220,16 +228,42 @@ func (ch *channel) route(p *publishing, done func(error)) (dropped bool) {
 				if done != nil {
 					done(nil)
 				}
-				return false
+				return false, nil
 			}
 		}
 	}
 	s := v.routePublish(m.Exchange, m.RoutingKey, p.cc, p.headerTable)
 	defer v.releaseScratch(s)
+	if err := checkQueues(msg, s.queues); err != nil {
+		return false, err
+	}
 	ch.tracePublish(p, s.queues)
 	routed, dropped := v.deliver(msg, s.queues, done, ch.c.flushCtx())
 	ch.routed(p, s.found, routed)
-	return dropped
+	return dropped, nil
+}
+
+// checkRoute routes a transaction's publish to see that its queues take
+// it: refused there, it fails the publish at once rather than the commit.
+func (ch *channel) checkRoute(p *publishing) error {
+	v := ch.c.vhost
+	s := v.routePublish(p.method.Exchange, p.method.RoutingKey, p.cc, p.headerTable)
+	defer v.releaseScratch(s)
+	return checkQueues(newMessage(p), s.queues)
+}
+
+// checkQueues asks the queues that can refuse a message outright
+// (queue.PublishChecker: a partitioned stream and its partition headers)
+// whether they take msg: 406 PRECONDITION_FAILED when one does not.
+func checkQueues(msg *queue.Message, queues []queue.Queue) error {
+	for _, q := range queues {
+		if c, ok := q.(queue.PublishChecker); ok {
+			if err := c.CheckPublish(msg); err != nil {
+				return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, amqp.MethodBasicPublish, "%s", err)
+			}
+		}
+	}
+	return nil
 }
 
 // routed counts a publish's routing and returns it to the publisher when

@@ -81,6 +81,9 @@ func (v *vhost) Publish(a Actor, src traceSource, p Publish, done func(error)) (
 	}
 	s := v.routePublish(p.Exchange, p.RoutingKey, pub.cc, pub.headerTable)
 	defer v.releaseScratch(s)
+	if err := checkQueues(msg, s.queues); err != nil {
+		return Published{}, err
+	}
 	v.tracePublish(src, pub, s.queues)
 	routed, dropped := v.deliver(msg, s.queues, done, nil)
 	v.stats.routed(a.Conn, routed, p.Mandatory)

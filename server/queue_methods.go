@@ -21,7 +21,7 @@ func nackRefused(ds []ack.Delivery, isAck bool) error {
 		return nil
 	}
 	for _, d := range ds {
-		if _, ok := d.Queue.(queue.NackRefuser); ok {
+		if r, ok := d.Queue.(queue.NackRefuser); ok && r.RefusesNack(d.Entry) {
 			q := d.Queue.Decl()
 			return amqp.Errorf(amqp.NotImplemented, 0, 0, "basic.nack and basic.reject not supported by %s queues queue '%s' in vhost '%s'",
 				d.Queue.Type().Info().Name, q.Name, q.VHost)
@@ -33,7 +33,10 @@ func nackRefused(ds []ack.Delivery, isAck bool) error {
 // consumeError answers a consumer a queue's type refused, as RabbitMQ
 // does for stream queues.
 func consumeError(err error, q queue.Queue, name, vhost string) error {
-	var oe *queue.OffsetError
+	var (
+		oe *queue.OffsetError
+		ae *queue.ArgError
+	)
 	switch {
 	case errors.Is(err, queue.ErrNoAckRefused):
 		return amqp.Errorf(amqp.NotImplemented, 0, 0, "automatic acknowledgement not supported by %s queues queue '%s' in vhost '%s'",
@@ -44,6 +47,10 @@ func consumeError(err error, q queue.Queue, name, vhost string) error {
 		// RabbitMQ 3.10 crashes on it and closes the connection with a
 		// bare INTERNAL_ERROR.
 		return &amqp.Error{Code: amqp.InternalError, Cause: err}
+	case errors.As(err, &ae):
+		// Warren's stream consumer arguments (groups, partitions,
+		// filters), worded as RabbitMQ words an invalid argument.
+		return amqp.Errorf(amqp.PreconditionFailed, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s", ae.Arg, name, vhost, ae.Reason)
 	}
 	return err
 }

@@ -54,6 +54,11 @@ func newVhost(s *Server, name string) *vhost {
 	v.hooks = queue.Hooks{
 		DeadLetter: v.deadLetter,
 		Expired:    func(q queue.Queue) { v.deleteQueue(q, true, false) },
+		Cancel: func(_ queue.Queue, c queue.ConsumerRef) {
+			if k, ok := c.Consumer.(*consumer); ok {
+				k.ch.cancelByBroker(k)
+			}
+		},
 	}
 	for _, d := range []exchange.Decl{
 		{Name: "", Kind: exchange.Direct, Durable: true},

@@ -81,13 +81,3 @@ func (q *Queue) ResetGroup(name string, to group.OffsetSpec) error {
 func (q *Queue) DeleteGroup(name string) error {
 	return q.deleteGroup(name)
 }
-
-// Info returns the stream's partitions and groups.
-func (q *Queue) Info() Info {
-	first, end, _ := q.log.Bounds()
-	return Info{Partitions: []PartitionInfo{{Partition: 0, First: first, Next: end, Segments: q.log.Segments(), Bytes: q.log.Bytes()}}}
-}
-
-func (q *Queue) resetGroup(name string, to group.OffsetSpec) error { return ErrNoGroup }
-
-func (q *Queue) deleteGroup(name string) error { return ErrNoGroup }

@@ -28,7 +28,8 @@ import (
 //
 // Record: len u32 | crc u32 (CRC-32C of the len bytes after it) | offset
 // u64 | timestamp ms i64 | flags u8 | exchange (u8 length) | routing key
-// (u8 length) | props (u32 length) | body (the rest). Little-endian.
+// (u8 length) | [filter value (u8 length), with flagFilter] | props (u32
+// length) | body (the rest). Little-endian.
 //
 // Segment: a 16-byte header (magic, then the size the previous segment
 // had when this one started, 0 for the first) and records. At open the
@@ -47,6 +48,8 @@ const (
 	// flagChunk marks the first record of a batch written together (a
 	// chunk, as RabbitMQ's "last" offset names it).
 	flagChunk = 1
+	// flagFilter: the record carries its publisher's x-stream-filter-value.
+	flagFilter = 2
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -58,23 +61,36 @@ type Record struct {
 	Flags      uint8
 	Exchange   string
 	RoutingKey string
-	Props      []byte
-	Body       []byte
+	// Filter is the x-stream-filter-value header the message was
+	// published with (at most 255 bytes); HasFilter says it had one.
+	Filter    string
+	HasFilter bool
+	Props     []byte
+	Body      []byte
 }
 
 // encodeRecord appends r's encoding to dst.
 func encodeRecord(dst []byte, r *Record) []byte {
 	n := recFixed + len(r.Exchange) + len(r.RoutingKey) + len(r.Props) + len(r.Body)
+	flags := r.Flags &^ flagFilter
+	if r.HasFilter {
+		n += 1 + len(r.Filter)
+		flags |= flagFilter
+	}
 	start := len(dst)
 	dst = slices.Grow(dst, recHeader+n)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
 	dst = binary.LittleEndian.AppendUint32(dst, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, r.Offset)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Timestamp))
-	dst = append(dst, r.Flags, byte(len(r.Exchange)))
+	dst = append(dst, flags, byte(len(r.Exchange)))
 	dst = append(dst, r.Exchange...)
 	dst = append(dst, byte(len(r.RoutingKey)))
 	dst = append(dst, r.RoutingKey...)
+	if r.HasFilter {
+		dst = append(dst, byte(len(r.Filter)))
+		dst = append(dst, r.Filter...)
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Props)))
 	dst = append(dst, r.Props...)
 	dst = append(dst, r.Body...)
@@ -82,10 +98,10 @@ func encodeRecord(dst []byte, r *Record) []byte {
 	return dst
 }
 
-// setFlags sets the flags of the encoded record at the start of b and
+// setFlags adds flags to those of the encoded record at the start of b and
 // recomputes its CRC.
 func setFlags(b []byte, flags uint8) {
-	b[recHeader+16] = flags
+	b[recHeader+16] |= flags
 	n := binary.LittleEndian.Uint32(b)
 	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[recHeader:recHeader+int(n)], crcTable))
 }
@@ -129,6 +145,15 @@ func decodeRecord(b []byte) (Record, int, error) {
 	}
 	r.RoutingKey = string(p[i : i+rl])
 	i += rl
+	if r.Flags&flagFilter != 0 {
+		fl := int(p[i])
+		i++
+		if i+fl+4 > n {
+			return r, 0, errors.New("bad filter value length")
+		}
+		r.Filter, r.HasFilter = string(p[i:i+fl]), true
+		i += fl
+	}
 	pl := int(binary.LittleEndian.Uint32(p[i:]))
 	i += 4
 	if pl > n-i {

@@ -3,93 +3,147 @@ package stream
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/stream/group"
 )
 
-// Queue is one stream.
+// Queue is one stream: one partition (partition.go) or, declared with
+// x-stream-partitions, several, each its own log and writer; the
+// consumers' cursors over them; and its consumer groups (groups.go) with
+// their committed offsets (offsets.go).
 type Queue struct {
-	typ  *Type
-	decl queue.Decl
-	log  *Log
+	typ   *Type
+	decl  queue.Decl
+	dir   string
+	hooks queue.Hooks
+	parts []*partition
+	// router picks a published message's partition; partitioned is set
+	// when the stream was declared with x-stream-partitions, the only
+	// case where the partition headers apply (a plain stream ignores
+	// them, as RabbitMQ's does).
+	router      group.Router
+	partitioned bool
+	rr          atomic.Uint64 // round robin of unkeyed messages
+	offsets     *offsetStore
 
-	// The writer's inbox: encoded records in offset order and their
-	// callbacks, and the settings (a policy may change them). wmu never
-	// waits for I/O.
-	wmu      sync.Mutex
-	pending  [][]byte
-	dones    []func(error)
-	closing  bool
-	failed   error
-	settings Settings
-	retune   bool // the settings changed: the writer re-arms its ticker and applies retention
-	wake     chan struct{}
-	stopped  chan struct{}
-
-	// mu guards the consumers. Reads for deliveries happen under it,
-	// bounded by the consumers' credit; publishers never take it.
-	mu        sync.Mutex
-	consumers []*consumer
-	unacked   int
-	deleted   bool
-	stats     queue.MessageStats
+	// mu guards the consumers and groups. Reads for deliveries happen
+	// under it, bounded by the consumers' credit; publishers never take
+	// it. Lock order: offsets.mu, then mu, then a consumer's locks
+	// (Deliver).
+	mu         sync.Mutex
+	consumers  []*consumer
+	cursors    map[uint64]*cursor // group cursors by id, for settlements
+	nextCursor uint64
+	groups     map[string]*cgroup
+	unacked    int
+	deleted    bool
+	stopped    bool
+	stats      queue.MessageStats
+	// Coalesced commits of the groups' offsets: dirty says some changed,
+	// armed that a flush is scheduled, acks counts settlements since the
+	// last one.
+	dirty, armed bool
+	acks         int
+	flushTimer   *time.Timer
+	deletedRecs  []offsetRec // groups deleted since the last commit
+	// cancels are consumers the stream dropped (a rebalance with
+	// x-stream-cancel-on-rebalance), told to the broker once mu is
+	// released.
+	cancels []queue.ConsumerRef
 }
 
-// consumer is one consumer's cursor.
+// consumer is one consumer: a cursor per partition it reads (a plain
+// consumer: every partition, or the one x-stream-partition names; a group
+// member: the partitions it owns).
 type consumer struct {
-	tag  string
-	c    queue.Consumer
+	tag    string
+	c      queue.Consumer
+	curs   []*cursor
+	next   int // the cursor to offer from first: partitions take turns
+	filter *filter
+	args   group.GroupArgs
+	grp    *cgroup
+	member group.Member
+	// detached: cancelled by a rebalance (x-stream-cancel-on-rebalance),
+	// still a member until expiry fires or the client consumes again.
+	detached bool
+	expiry   *time.Timer
+}
+
+// cursor reads one partition for one consumer.
+type cursor struct {
+	id   uint64 // 0 for a plain consumer's; a group cursor's key in Queue.cursors
+	p    *partition
 	r    *Reader
 	held *queue.Entry // read, refused by the consumer, offered again first
 	err  bool         // its reader hit damage; it gets nothing more
+	gp   *groupPart   // a group member's: the (group, partition) it serves
+	gen  group.Generation
 }
 
-func (t *Type) open(d queue.Decl, s Settings, dir string) (*Queue, error) {
-	l, err := OpenLog(dir, s.SegmentSize)
+// ref is what a delivery's Entry.Ref holds: the cursor id and the
+// partition (group.MaxPartitions fits in 16 bits).
+func (c *cursor) ref() uint64 { return c.id<<16 | uint64(c.p.n) }
+
+func refPartition(ref uint64) int { return int(ref & 0xffff) }
+func refCursor(ref uint64) uint64 { return ref >> 16 }
+
+func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue, error) {
+	n, byKey, partitioned, err := parsePartitions(d.Args)
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{typ: t, decl: d, settings: s, log: l, retune: true, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go q.writer()
-	q.poke()
+	q := &Queue{typ: t, decl: d, dir: dir, hooks: h, router: group.Router{Partitions: n, ByRoutingKey: byKey}, partitioned: partitioned,
+		cursors: map[uint64]*cursor{}, groups: map[string]*cgroup{}}
+	for i := range n {
+		p, err := openPartition(q, i, dir, s)
+		if err != nil {
+			for _, p := range q.parts {
+				p.log.Close()
+			}
+			return nil, err
+		}
+		q.parts = append(q.parts, p)
+	}
+	if q.offsets, err = openOffsets(dir); err != nil {
+		for _, p := range q.parts {
+			p.log.Close()
+		}
+		return nil, err
+	}
+	q.loadGroups(q.offsets.loaded)
+	for _, p := range q.parts {
+		p.start()
+	}
 	return q, nil
 }
 
 // Settings returns the stream's settings: its arguments and its policy's.
-func (q *Queue) Settings() Settings {
-	q.wmu.Lock()
-	defer q.wmu.Unlock()
-	return q.settings
-}
+func (q *Queue) Settings() Settings { return q.parts[0].currentSettings() }
 
 // SetLimits implements queue.LimitSetter: a policy changed. The new
 // settings apply at once: the segment size from the next append, the
-// retention limits are applied by the writer right away (as RabbitMQ's
+// retention limits are applied by the writers right away (as RabbitMQ's
 // update_retention does), then after each roll and, with a max-age, on
-// its ticker.
+// their tickers.
 func (q *Queue) SetLimits(l queue.Limits) {
 	s, err := ParseSettings(q.decl.Args, l)
 	if err != nil {
 		return // the arguments were valid at declaration
 	}
-	q.log.SetSegmentSize(s.SegmentSize)
-	q.wmu.Lock()
-	q.settings, q.retune = s, true
-	q.wmu.Unlock()
-	q.poke()
-}
-
-func (q *Queue) poke() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	for _, p := range q.parts {
+		p.setSettings(s)
 	}
 }
 
-// Log returns the stream's log, for tests and management.
-func (q *Queue) Log() *Log { return q.log }
+// Log returns partition 0's log, for tests and management.
+func (q *Queue) Log() *Log { return q.parts[0].log }
+
+// Partitions is the number of partitions.
+func (q *Queue) Partitions() int { return len(q.parts) }
 
 // Decl implements queue.Queue.
 func (q *Queue) Decl() *queue.Decl { return &q.decl }
@@ -97,166 +151,214 @@ func (q *Queue) Decl() *queue.Decl { return &q.decl }
 // Type implements queue.Queue.
 func (q *Queue) Type() queue.Type { return q.typ }
 
-// append hands m to the writer; done (if set) is called exactly once.
-func (q *Queue) append(m *queue.Message, now int64, done func(error)) bool {
-	q.wmu.Lock()
-	if q.closing || q.failed != nil {
-		err := q.failed
-		q.wmu.Unlock()
-		if done != nil {
-			done(err)
-		}
-		return err != nil
+// route picks m's partition; the headers h were read from it.
+func (q *Queue) route(m *queue.Message, h *publishHeaders) (int, error) {
+	if !q.partitioned {
+		return 0, nil
 	}
-	off, ts := q.log.reserve(now)
-	rec := encodeRecord(nil, &Record{Offset: off, Timestamp: ts, Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body})
-	q.pending = append(q.pending, rec)
-	q.dones = append(q.dones, done)
-	q.wmu.Unlock()
-	q.poke()
-	return true
+	if h.partition == nil && h.key == nil {
+		if q.router.ByRoutingKey {
+			return group.KeyPartition(m.RoutingKey, len(q.parts)), nil
+		}
+		return int((q.rr.Add(1) - 1) % uint64(len(q.parts))), nil
+	}
+	hs := map[string]any{}
+	if h.partition != nil {
+		hs[group.HeaderPartition] = h.partition
+	}
+	if h.key != nil {
+		hs[group.HeaderPartitionKey] = h.key
+	}
+	return q.router.Route(hs, m.RoutingKey, nil)
 }
 
-// writer appends what waits as one batch, syncs it, offers it to the
-// consumers and confirms it, until the stream closes. It applies
-// retention after a batch that rolled a segment, when the settings
-// change, and on its ticker while the stream has a max-age.
-func (q *Queue) writer() {
-	defer close(q.stopped)
-	var tick <-chan time.Time
-	stopTick := func() {}
-	defer func() { stopTick() }()
-	for {
-		select {
-		case <-q.wake:
-		case <-tick:
-			q.retain()
-			continue
-		}
-		q.wmu.Lock()
-		batch, dones, closing, retune, set := q.pending, q.dones, q.closing, q.retune, q.settings
-		q.pending, q.dones, q.retune = nil, nil, false
-		q.wmu.Unlock()
-		if retune && !closing {
-			stopTick()
-			tick, stopTick = nil, func() {}
-			if set.MaxAge > 0 {
-				tick, stopTick = q.typ.cfg.Ticker(ageCheckEvery(set.MaxAge))
-			}
-			q.retain()
-		}
-		if len(batch) > 0 {
-			segs := q.log.Segments()
-			err := q.log.Write(batch)
-			if err != nil {
-				q.typ.logErr(err, "stream write failed; the stream takes no more publishes")
-				q.wmu.Lock()
-				q.failed = err
-				q.wmu.Unlock()
-			} else {
-				q.mu.Lock()
-				q.stats.Publish += uint64(len(batch))
-				q.dispatch(nil)
-				q.mu.Unlock()
-			}
-			for _, d := range dones {
-				if d != nil {
-					d(err)
-				}
-			}
-			if err == nil && q.log.Segments() > segs {
-				q.retain()
-			}
-		}
-		if closing {
-			q.wmu.Lock()
-			rest := q.pending
-			q.wmu.Unlock()
-			if len(rest) == 0 {
-				return
-			}
-			q.poke()
-		}
+// CheckPublish implements queue.PublishChecker: a message whose partition
+// headers this stream cannot honour is refused before anything is
+// delivered.
+func (q *Queue) CheckPublish(m *queue.Message) error {
+	if !q.partitioned {
+		return nil
 	}
+	h := readHeaders(m.Props)
+	if h.partition == nil && h.key == nil {
+		return nil
+	}
+	_, err := q.route(m, &h)
+	return err
 }
 
-// ageCheckEvery is how often a stream with max-age d checks it: a tenth
-// of it, between a second and a minute.
-func ageCheckEvery(d time.Duration) time.Duration {
-	return min(max(d/10, time.Second), time.Minute)
-}
-
-// retain drops the segments retention says go (group.Retention) and
-// releases the consumers' files in them, so that their disk space comes
-// back at once; those consumers continue at the first retained offset.
-// Only the writer calls it.
-func (q *Queue) retain() {
-	n, err := q.log.Retain(q.Settings().Retention(), q.typ.cfg.Now())
-	q.typ.logErr(err, "cannot remove a stream segment retention dropped")
-	if n == 0 {
-		return
-	}
-	first, _, _ := q.log.Bounds()
+// written runs after partition p's writer synced a batch of n records.
+func (q *Queue) written(n int) {
 	q.mu.Lock()
-	for _, k := range q.consumers {
-		k.r.Release(first)
-		if k.held != nil && k.held.Seq < first {
-			k.held = nil // read but not delivered: it is gone too
-		}
-	}
+	q.stats.Publish += uint64(n)
+	q.dispatch(nil)
 	q.mu.Unlock()
 }
 
-// close stops the writer once what waits is written.
-func (q *Queue) close() {
-	q.wmu.Lock()
-	was := q.closing
-	q.closing = true
-	q.wmu.Unlock()
-	if !was {
-		q.poke()
+// released moves the cursors of partition n whose segment retention
+// dropped to first. Only n's writer calls it.
+func (q *Queue) released(n int, first uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, k := range q.consumers {
+		for _, c := range k.curs {
+			if c.p.n != n {
+				continue
+			}
+			c.r.Release(first)
+			if c.held != nil && c.held.Seq < first {
+				c.held = nil // read but not delivered: it is gone too
+			}
+		}
 	}
-	<-q.stopped
 }
 
-// dispatch offers each consumer the records after its cursor until it
-// refuses one. q.mu is held.
+// outcome is what one offer of a cursor did.
+type outcome uint8
+
+const (
+	offered outcome = iota // a message went out (or was passed over)
+	refused                // the consumer takes nothing now
+	empty                  // the cursor has nothing to offer
+)
+
+// dispatch offers each consumer what its cursors have, until it refuses.
+// q.mu is held.
 func (q *Queue) dispatch(ctx any) {
 	for _, k := range q.consumers {
-		for !k.err {
-			if k.held == nil {
-				rec, ok, err := k.r.Next()
-				if err != nil {
-					q.typ.logErr(err, "stream read failed; the consumer gets nothing more")
-					k.err = true
-					break
-				}
-				if !ok {
-					break
-				}
-				buf := make([]byte, len(rec.Props)+len(rec.Body))
-				copy(buf, rec.Props)
-				copy(buf[len(rec.Props):], rec.Body)
-				m := queue.NewStored(rec.Exchange, rec.RoutingKey, buf[:len(rec.Props):len(rec.Props)], buf[len(rec.Props):], 0)
-				k.held = &queue.Entry{Seq: rec.Offset, Msg: m}
+		q.serve(k, ctx)
+	}
+}
+
+// serve offers consumer k one message from each of its cursors in turn,
+// so that the partitions it reads are interleaved fairly.
+func (q *Queue) serve(k *consumer, ctx any) {
+	n := len(k.curs)
+	if n == 0 {
+		return
+	}
+	i := k.next % n
+	for idle := 0; idle < n; i = (i + 1) % n {
+		switch q.offer(k, k.curs[i], ctx) {
+		case refused:
+			k.next = i
+			return
+		case empty:
+			idle++
+		default:
+			idle = 0
+		}
+	}
+	k.next = i
+}
+
+// offer offers k one message of cursor c: a group's redelivery first,
+// then the next record after the cursor that k's filter passes.
+func (q *Queue) offer(k *consumer, c *cursor, ctx any) outcome {
+	if c.err {
+		return empty
+	}
+	gp := c.gp
+	if gp != nil {
+		if !gp.deliverable(c) {
+			return empty
+		}
+		if off, ok := gp.w.NextRedelivery(); ok {
+			e, found, err := q.readAt(c.p, uint64(off))
+			if err != nil || !found {
+				// Dropped by retention (or unreadable): it counts as
+				// processed.
+				q.typ.logErr(err, "stream read failed; a redelivery is skipped")
+				gp.w.Nack(c.gen, off, false)
+				gp.changed()
+				return offered
 			}
-			switch k.c.Deliver(q, *k.held, ctx) {
+			e.Redelivered, e.Ref = true, c.ref()
+			switch k.c.Deliver(q, e, ctx) {
 			case queue.Refused:
-				goto next
+				gp.w.Nack(c.gen, off, true)
+				return refused
 			case queue.Pending:
 				q.unacked++
 				q.stats.Deliver++
-			case queue.Settled:
-				q.stats.DeliverNoAck++
+				q.stats.Redeliver++
 			}
-			k.held = nil
+			return offered
 		}
-	next:
 	}
+	if c.held == nil {
+		for {
+			rec, ok, err := c.r.Next()
+			if err != nil {
+				q.typ.logErr(err, "stream read failed; the consumer gets nothing more")
+				c.err = true
+				return empty
+			}
+			if !ok {
+				return empty
+			}
+			if gp != nil && gp.skipped(int64(rec.Offset)) || !k.filter.match(rec.Filter, rec.HasFilter) {
+				if gp != nil {
+					gp.w.Pass(int64(rec.Offset))
+					gp.changed()
+				}
+				continue
+			}
+			e := entryOf(&rec)
+			e.Ref = c.ref()
+			c.held = &e
+			break
+		}
+	}
+	switch k.c.Deliver(q, *c.held, ctx) {
+	case queue.Refused:
+		return refused
+	case queue.Pending:
+		q.unacked++
+		q.stats.Deliver++
+		if gp != nil {
+			gp.w.Deliver(int64(c.held.Seq))
+		}
+	case queue.Settled:
+		q.stats.DeliverNoAck++
+	}
+	c.held = nil
+	return offered
+}
+
+// entryOf copies a record read from the log into a delivery's entry.
+func entryOf(rec *Record) queue.Entry {
+	buf := make([]byte, len(rec.Props)+len(rec.Body))
+	copy(buf, rec.Props)
+	copy(buf[len(rec.Props):], rec.Body)
+	m := queue.NewStored(rec.Exchange, rec.RoutingKey, buf[:len(rec.Props):len(rec.Props)], buf[len(rec.Props):], 0)
+	return queue.Entry{Seq: rec.Offset, Msg: m}
+}
+
+// readAt reads the record at off of partition p (a redelivery); found is
+// false when retention dropped it.
+func (q *Queue) readAt(p *partition, off uint64) (queue.Entry, bool, error) {
+	first, end, _ := p.log.Bounds()
+	if off < first || off >= end {
+		return queue.Entry{}, false, nil
+	}
+	r, err := p.log.ReaderAt(off)
+	if err != nil {
+		return queue.Entry{}, false, err
+	}
+	defer r.Close()
+	rec, ok, err := r.Next()
+	if err != nil || !ok || rec.Offset != off {
+		return queue.Entry{}, false, err
+	}
+	return entryOf(&rec), true, nil
 }
 
 // AddConsumer implements queue.Queue: the consumer needs manual acks and
-// a prefetch limit of its own, and starts where x-stream-offset says.
+// a prefetch limit of its own. A plain consumer starts where
+// x-stream-offset says in every partition it reads; a group member
+// (x-stream-group, x-stream-automatic-offset-tracking) joins its group,
+// which assigns it partitions.
 func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	if o.NoAck {
 		return queue.ErrNoAckRefused
@@ -264,52 +366,123 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	if o.Prefetch == 0 {
 		return queue.ErrPrefetchRequired
 	}
-	r, err := q.readerFor(o.Args["x-stream-offset"])
+	now := q.typ.cfg.Now()
+	spec, err := group.ParseOffset(o.Args[group.ArgOffset], now)
+	if err != nil {
+		return &queue.OffsetError{Value: o.Args[group.ArgOffset]}
+	}
+	ga, err := group.ParseGroupArgs(o.Args, o.Tag, now)
 	if err != nil {
 		return err
 	}
+	ga.Offset = spec
+	f, err := parseFilter(o.Args)
+	if err != nil {
+		return err
+	}
+	only, err := q.consumerPartition(o.Args, spec, ga.Group != "")
+	if err != nil {
+		return err
+	}
+	k := &consumer{tag: o.Tag, c: o.Consumer, filter: f, args: ga}
+	if ga.Group == "" {
+		for _, p := range q.parts {
+			if only >= 0 && p.n != only {
+				continue
+			}
+			r, err := q.readerFor(p, spec)
+			if err != nil {
+				closeCursors(k.curs)
+				return err
+			}
+			k.curs = append(k.curs, &cursor{p: p, r: r})
+		}
+	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.deleted {
-		r.Close()
+		q.mu.Unlock()
+		closeCursors(k.curs)
 		return queue.ErrDeleted
 	}
-	q.consumers = append(q.consumers, &consumer{tag: o.Tag, c: o.Consumer, r: r})
+	q.consumers = append(q.consumers, k)
+	var sync bool
+	if ga.Group != "" {
+		sync = q.join(k)
+	}
+	cancels := q.takeCancels()
+	q.mu.Unlock()
+	q.afterChange(sync, cancels)
 	return nil
 }
 
-// readerFor places a new consumer's cursor by its x-stream-offset
-// (group.ParseOffset reads it as RabbitMQ 3.10 does).
-func (q *Queue) readerFor(spec any) (*Reader, error) {
-	o, err := group.ParseOffset(spec, q.typ.cfg.Now())
-	if err != nil {
-		return nil, &queue.OffsetError{Value: spec}
+// consumerPartition reads a consumer's x-stream-partition argument: the
+// one partition a plain consumer reads, -1 for all. A numeric offset on a
+// partitioned stream needs it; a group member cannot have it (its group
+// assigns its partitions).
+func (q *Queue) consumerPartition(args map[string]any, spec group.OffsetSpec, member bool) (int, error) {
+	v, ok := args[group.HeaderPartition]
+	if !ok {
+		if spec.Kind == group.OffsetAbsolute && len(q.parts) > 1 && !member {
+			return -1, &queue.ArgError{Arg: group.ArgOffset, Reason: "a numeric offset on a partitioned stream needs " + group.HeaderPartition}
+		}
+		return -1, nil
 	}
-	first, end, last := q.log.Bounds()
+	if member {
+		return -1, &queue.ArgError{Arg: group.HeaderPartition, Reason: "cannot be combined with " + group.ArgGroup + ": the group assigns partitions"}
+	}
+	n, isInt := queue.IntValue(v)
+	if !isInt || n < 0 || n >= int64(len(q.parts)) {
+		return -1, &queue.ArgError{Arg: group.HeaderPartition, Reason: "expected a partition number from 0 to " + itoa(len(q.parts)-1)}
+	}
+	return int(n), nil
+}
+
+func closeCursors(cs []*cursor) {
+	for _, c := range cs {
+		if c.r != nil {
+			c.r.Close()
+		}
+	}
+}
+
+// readerFor places a cursor in partition p by an x-stream-offset.
+func (q *Queue) readerFor(p *partition, o group.OffsetSpec) (*Reader, error) {
+	first, end, last := p.log.Bounds()
 	switch o.Kind {
 	case group.OffsetFirst:
-		return q.log.ReaderAt(first)
+		return p.log.ReaderAt(first)
 	case group.OffsetLast:
-		return q.log.ReaderAt(last)
+		return p.log.ReaderAt(last)
 	case group.OffsetTimestamp:
-		return q.log.ReaderAtTime(o.Time.UnixMilli())
+		return p.log.ReaderAtTime(o.Time.UnixMilli())
 	case group.OffsetAbsolute:
-		return q.log.ReaderAt(min(uint64(o.Offset), end))
+		return p.log.ReaderAt(min(uint64(max(o.Offset, 0)), end))
 	}
-	return q.log.ReaderAt(end)
+	return p.log.ReaderAt(end)
 }
 
 // RemoveConsumer implements queue.Queue. A stream is never auto-deleted.
+// A group member leaves its group, whose offsets are committed at once.
 func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	var sync bool
 	q.consumers = slices.DeleteFunc(q.consumers, func(k *consumer) bool {
-		if k.tag == tag && k.c == c {
-			k.r.Close()
-			return true
+		if k.tag != tag || k.c != c {
+			return false
 		}
-		return false
+		if k.grp != nil {
+			sync = q.leave(k) || sync
+		}
+		closeCursors(k.curs)
+		k.curs = nil
+		return true
 	})
+	if sync && !q.deleted {
+		q.dispatch(nil) // the partitions' new owners
+	}
+	cancels := q.takeCancels()
+	q.mu.Unlock()
+	q.afterChange(sync, cancels)
 	return false
 }
 
@@ -322,20 +495,64 @@ func (q *Queue) Kick(ctx any) {
 	}
 }
 
-// Settle implements queue.Queue: the log does not change; a requeued or
-// rejected delivery is not offered again (RabbitMQ refuses nack and
-// reject on streams; a closed channel's deliveries end here).
+// Settle implements queue.Queue. The log does not change. A plain
+// consumer's settlement only returns credit (RabbitMQ refuses nack and
+// reject on streams; a closed channel's deliveries end here). A group
+// member's moves its group's committed offset: an ack or a reject
+// without requeue marks the offset processed, a requeue redelivers it to
+// the partition's owner; a former owner's (fenced) changes nothing.
 func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.unacked = max(q.unacked-len(entries), 0)
 	if op == queue.Ack {
 		q.stats.Ack += uint64(len(entries))
 	}
+	grouped := false
+	for i := range entries {
+		if refCursor(entries[i].Ref) != 0 {
+			grouped = true
+			break
+		}
+	}
+	if !grouped {
+		q.mu.Unlock()
+		return
+	}
+	moved := q.settleGroup(entries, op)
+	if (moved || op == queue.Requeue) && !q.deleted {
+		q.dispatch(nil)
+	}
+	flushNow := q.acks >= commitAfterAcks
+	cancels := q.takeCancels()
+	q.mu.Unlock()
+	q.afterChange(flushNow, cancels)
 }
 
-// RefusesNack implements queue.NackRefuser.
-func (q *Queue) RefusesNack() {}
+// RefusesNack implements queue.NackRefuser: a plain consumer's deliveries
+// cannot be nacked or rejected (RabbitMQ answers 540); a group member's
+// can.
+func (q *Queue) RefusesNack(e queue.Entry) bool { return refCursor(e.Ref) == 0 }
+
+// takeCancels takes the consumers to tell the broker about. q.mu is held.
+func (q *Queue) takeCancels() []queue.ConsumerRef {
+	c := q.cancels
+	q.cancels = nil
+	return c
+}
+
+// afterChange runs after q.mu is released: the consumers the stream
+// dropped are told to the broker, and, when sync, the groups' offsets are
+// committed now.
+func (q *Queue) afterChange(sync bool, cancels []queue.ConsumerRef) {
+	for _, c := range cancels {
+		if q.hooks.Cancel != nil {
+			q.hooks.Cancel(q, c)
+		}
+	}
+	if sync {
+		q.typ.logErr(q.commitOffsets(), "cannot store a consumer group's offsets")
+	}
+}
 
 // Delete implements queue.Queue. Like RabbitMQ 3.10, a stream ignores
 // if-unused and if-empty and reports no messages.
@@ -349,15 +566,22 @@ func (q *Queue) Delete(_, _ bool) (int, []queue.ConsumerRef, error) {
 	var refs []queue.ConsumerRef
 	for _, k := range q.consumers {
 		refs = append(refs, queue.ConsumerRef{Tag: k.tag, Consumer: k.c})
-		k.r.Close()
+		closeCursors(k.curs)
 	}
 	q.consumers = nil
+	q.stopGroupsLocked()
 	q.mu.Unlock()
-	q.close()
+	for _, p := range q.parts {
+		p.close()
+	}
+	q.offsets.close()
 	if st := q.typ.cfg.Store; st != nil && q.decl.ID != 0 {
 		q.typ.logErr(st.DeleteQueue(q.decl.VHost, q.decl.Name, q.decl.ID), "durable store write failed")
 	}
-	q.typ.logErr(q.log.Remove(), "cannot remove a deleted stream's files")
+	for _, p := range q.parts[1:] {
+		p.log.Close()
+	}
+	q.typ.logErr(q.parts[0].log.Remove(), "cannot remove a deleted stream's files")
 	return 0, refs, nil
 }
 
@@ -371,27 +595,51 @@ func (q *Queue) Deleted() bool {
 // Touch implements queue.Queue (streams have no x-expires).
 func (q *Queue) Touch() {}
 
-// Stop implements queue.Stopper: the writer ends once what waits is
-// synced, and the log closes. The stream keeps its messages.
+// Stop implements queue.Stopper: the groups' offsets are committed, the
+// writers end once what waits is synced, and the logs close. The stream
+// keeps its messages.
 func (q *Queue) Stop() {
-	q.close()
-	q.log.Close()
+	q.mu.Lock()
+	if q.stopped || q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	q.stopped = true
+	q.stopGroupsLocked()
+	q.mu.Unlock()
+	q.typ.logErr(q.commitOffsets(), "cannot store a consumer group's offsets")
+	q.offsets.close()
+	for _, p := range q.parts {
+		p.close()
+		p.log.Close()
+	}
 }
 
 // Stats implements queue.Queue: Ready is the number of messages the
 // stream retains, ReadyBytes the size of its segments.
 func (q *Queue) Stats() queue.Stats {
-	first, end, _ := q.log.Bounds()
+	ready, bytes := q.retained()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return queue.Stats{Ready: int(end - first), ReadyBytes: q.log.Bytes(), Unacked: q.unacked, Consumers: len(q.consumers)}
+	return queue.Stats{Ready: ready, ReadyBytes: bytes, Unacked: q.unacked, Consumers: len(q.consumers)}
+}
+
+func (q *Queue) retained() (int, int64) {
+	var n int
+	var b int64
+	for _, p := range q.parts {
+		first, end, _ := p.log.Bounds()
+		n += int(end - first)
+		b += p.log.Bytes()
+	}
+	return n, b
 }
 
 // DeclareCounts implements queue.DeclareCounter: declare-ok reports the
 // retained messages and, as RabbitMQ 3.10's streams do, no consumers.
 func (q *Queue) DeclareCounts() (messages, consumers int) {
-	first, end, _ := q.log.Bounds()
-	return int(end - first), 0
+	n, _ := q.retained()
+	return n, 0
 }
 
 // MessageStats implements queue.Queue.
@@ -402,7 +650,11 @@ func (q *Queue) MessageStats() queue.MessageStats {
 }
 
 // DeliveryProps implements queue.Queue: a delivery carries its offset in
-// the x-stream-offset header.
+// the x-stream-offset header and, from a partitioned stream, its
+// partition in x-stream-partition.
 func (q *Queue) DeliveryProps(e queue.Entry) []byte {
-	return queue.WithHeader(e.Msg.Props, "x-stream-offset", int64(e.Seq))
+	if !q.partitioned {
+		return queue.WithHeader(e.Msg.Props, group.ArgOffset, int64(e.Seq))
+	}
+	return queue.WithHeaders(e.Msg.Props, group.ArgOffset, int64(e.Seq), group.HeaderPartition, int64(refPartition(e.Ref)))
 }

@@ -15,6 +15,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type Config struct {
 	// Ticker starts the ticker a stream with an x-max-age checks its
 	// retention by, every d (default: time.NewTicker's); tests replace it.
 	Ticker func(d time.Duration) (c <-chan time.Time, stop func())
+	// CommitEvery is how far behind the consumer groups' stored offsets
+	// may be (default 200 ms); they are stored at once after 1,000
+	// settlements, at membership changes, at shutdown and for tx.commit.
+	CommitEvery time.Duration
 }
 
 var streamInfo = queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", Refused: queue.StreamRefused, Replicated: true,
@@ -51,7 +56,10 @@ var streamInfo = queue.TypeInfo{Name: "stream", Module: "rabbit_stream_queue", R
 // the declaration's flags, as RabbitMQ does (a non-durable stream with an
 // invalid x-max-age is refused for the x-max-age).
 func checkArgs(args map[string]any) error {
-	_, err := ParseSettings(args, queue.Limits{})
+	if _, err := ParseSettings(args, queue.Limits{}); err != nil {
+		return err
+	}
+	_, _, _, err := parsePartitions(args)
 	return err
 }
 
@@ -204,7 +212,7 @@ func (t *Type) New(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, er
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	q, err := t.open(d, s, dir)
+	q, err := t.open(d, s, dir, h)
 	if err != nil && t.cfg.Store != nil {
 		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
 	}
@@ -230,12 +238,12 @@ func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue
 	if err != nil {
 		s = Settings{SegmentSize: DefaultSegmentSize, MaxLengthBytes: -1}
 	}
-	q, err := t.open(d, s, t.dirFor(d))
+	q, err := t.open(d, s, t.dirFor(d), h)
 	if err != nil {
 		return nil, 0, err
 	}
-	first, end, _ := q.log.Bounds()
-	return q, int(end - first), nil
+	n, _ := q.retained()
+	return q, n, nil
 }
 
 // Recovered removes the directories of streams that are no longer
@@ -255,36 +263,126 @@ func (t *Type) Recovered() {
 	}
 }
 
-// Publish implements queue.Type: m is appended to each stream; done runs
-// once every append is synced, with the first error.
+// Publish implements queue.Type: m is appended to each stream (to the
+// partition its headers or its stream's round robin pick); done runs once
+// every append is synced, with the first error.
 func (t *Type) Publish(m *queue.Message, qs []queue.Queue, ctx any, done func(error)) (routed, dropped bool) {
 	var cb func(error)
 	if done != nil {
-		var left atomic.Int32
-		var first atomic.Pointer[error]
-		left.Store(int32(len(qs)) + 1)
-		cb = func(err error) {
-			if err != nil {
-				first.CompareAndSwap(nil, &err)
-			}
-			if left.Add(-1) == 0 {
-				if p := first.Load(); p != nil {
-					done(*p)
-				} else {
-					done(nil)
-				}
-			}
-		}
+		j := newJoin(len(qs)+1, done)
+		cb = j.one
 		defer cb(nil)
 	}
 	now := t.cfg.Now().UnixMilli()
+	h := readHeaders(m.Props)
 	for _, x := range qs {
-		if x.(*Queue).append(m, now, cb) {
+		q := x.(*Queue)
+		n, err := q.route(m, &h)
+		if err != nil {
+			// CheckPublish refused it before; it is never misrouted.
+			t.logErr(err, "stream publish with invalid partition headers dropped")
+			if cb != nil {
+				cb(nil)
+			}
+			continue
+		}
+		if q.parts[n].append(m, now, h.filter, h.hasFilter, cb) {
 			routed = true
 		}
 	}
 	return routed, false
 }
+
+// Commit implements queue.Transactional: a transaction's publishes are
+// appended as Publish does, its settlements applied, and the consumer
+// groups' offsets they moved committed; done runs once all of it is
+// synced. (The streams' logs and their offsets files are separate files:
+// after a crash a commit's publishes may be there without its offsets'
+// move, never the other way round for a commit-ok that was sent.)
+func (t *Type) Commit(pubs []queue.TxPublish, settles []queue.TxSettle, ctx any, done func(error)) {
+	j := newJoin(len(pubs)+1, done)
+	for i := range pubs {
+		p := &pubs[i]
+		p.Routed, p.Dropped = t.Publish(p.Msg, p.Queues, ctx, j.one)
+	}
+	var moved []*Queue
+	for _, s := range settles {
+		s.Queue.Settle(s.Entries, s.Op)
+		q := s.Queue.(*Queue)
+		if !slices.Contains(moved, q) && slices.ContainsFunc(s.Entries, func(e queue.Entry) bool { return refCursor(e.Ref) != 0 }) {
+			moved = append(moved, q)
+		}
+	}
+	if len(moved) == 0 {
+		j.one(nil)
+		return
+	}
+	go func() {
+		var first error
+		for _, q := range moved {
+			if err := q.commitOffsets(); err != nil && first == nil {
+				first = err
+			}
+		}
+		j.one(first)
+	}()
+}
+
+// join calls done once n completions arrived, with the first error.
+type join struct {
+	done  func(error)
+	left  atomic.Int32
+	first atomic.Pointer[error]
+}
+
+func newJoin(n int, done func(error)) *join {
+	j := &join{done: done}
+	j.left.Store(int32(n))
+	return j
+}
+
+func (j *join) one(err error) {
+	if err != nil {
+		j.first.CompareAndSwap(nil, &err)
+	}
+	if j.left.Add(-1) == 0 {
+		if p := j.first.Load(); p != nil {
+			j.done(*p)
+		} else {
+			j.done(nil)
+		}
+	}
+}
+
+// parsePartitions reads x-stream-partitions and x-stream-partition-by:
+// the partition count, whether the routing key is hashed, and whether
+// the stream is partitioned (declared with x-stream-partitions).
+func parsePartitions(args map[string]any) (n int, byKey, partitioned bool, err error) {
+	n = 1
+	if v, ok := args[group.ArgPartitions]; ok {
+		x, isInt := queue.IntValue(v)
+		switch {
+		case !isInt:
+			return 0, false, false, &queue.ArgError{Arg: group.ArgPartitions, Reason: fmt.Sprintf("{unacceptable_type,%s}", amqp.FieldTypeName(v))}
+		case x < 1 || x > group.MaxPartitions:
+			return 0, false, false, &queue.ArgError{Arg: group.ArgPartitions, Reason: fmt.Sprintf("{value_out_of_range,%d}: from 1 to %d", x, group.MaxPartitions)}
+		}
+		n, partitioned = int(x), true
+	}
+	if v, ok := args[group.ArgPartitionBy]; ok {
+		s, isStr := v.(string)
+		switch {
+		case !isStr:
+			return 0, false, false, &queue.ArgError{Arg: group.ArgPartitionBy, Reason: fmt.Sprintf("{unacceptable_type,%s}", amqp.FieldTypeName(v))}
+		case s != "routing-key":
+			return 0, false, false, &queue.ArgError{Arg: group.ArgPartitionBy, Reason: fmt.Sprintf("unknown value '%s': the one value is 'routing-key'", s)}
+		}
+		byKey = true
+	}
+	return n, byKey, partitioned, nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // errClosed: the stream was deleted or the broker is stopping.
 var errClosed = errors.New("stream: closed")

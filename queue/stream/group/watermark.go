@@ -123,6 +123,35 @@ func (w *Watermark) Pass(off int64) {
 	}
 }
 
+// Skip records that off (at least High) was processed before, without a
+// delivery now: an offset its group acknowledged out of order before a
+// restart. Unlike Pass, while a lower offset is outstanding it stays
+// listed by Processed, so that it is committed as processed again.
+func (w *Watermark) Skip(off int64) error {
+	if off < w.high {
+		return fmt.Errorf("%w: %d below %d", ErrDeliveryOrder, off, w.high)
+	}
+	w.high = off + 1
+	if w.head < len(w.win) {
+		w.compact()
+		w.win = append(w.win, slot{off: off, state: done})
+	}
+	return nil
+}
+
+// Processed appends to dst, in increasing order, the offsets above
+// Committed that are processed (acked, rejected without requeue, or
+// skipped) while a lower one is outstanding: what a group resumed at
+// Committed after a restart must pass over.
+func (w *Watermark) Processed(dst []int64) []int64 {
+	for i := w.head; i < len(w.win); i++ {
+		if w.win[i].state == done {
+			dst = append(dst, w.win[i].off)
+		}
+	}
+	return dst
+}
+
 // find is the index in win of a live slot for off, or -1.
 func (w *Watermark) find(off int64) int {
 	live := w.win[w.head:]

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -262,5 +263,40 @@ func BenchmarkWatermarkAck(b *testing.B) {
 		w.Deliver(next)
 		w.Deliver(next + 1)
 		next += 2
+	}
+}
+
+// Processed lists what is done above the committed offset, skipped
+// offsets included, and nothing once the committed offset passes them.
+func TestWatermarkProcessedAndSkip(t *testing.T) {
+	w := NewWatermark(10, 1)
+	for _, o := range []int64{10, 11, 12} {
+		if err := w.Deliver(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Ack(1, 12)
+	if err := w.Skip(13); err != nil {
+		t.Fatal(err)
+	}
+	w.Pass(14)
+	if err := w.Deliver(15); err != nil {
+		t.Fatal(err)
+	}
+	w.Ack(1, 15)
+	if got := fmt.Sprint(w.Processed(nil)); got != "[12 13 15]" || w.Committed() != 10 {
+		t.Fatalf("Processed = %s, Committed = %d", got, w.Committed())
+	}
+	if err := w.Skip(3); err == nil {
+		t.Fatal("Skip below High accepted")
+	}
+	w.Ack(1, 10)
+	w.Nack(1, 11, false)
+	if got := w.Processed(nil); len(got) != 0 || w.Committed() != 16 {
+		t.Fatalf("after all settled: Processed = %v, Committed = %d", got, w.Committed())
+	}
+	// With nothing outstanding a skipped offset just moves the watermark.
+	if err := w.Skip(20); err != nil || w.Committed() != 21 || len(w.Processed(nil)) != 0 {
+		t.Fatalf("Skip with nothing outstanding: committed %d, %v", w.Committed(), err)
 	}
 }
