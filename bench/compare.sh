@@ -6,7 +6,7 @@
 #
 # Usage: bench/compare.sh [scenario ...]      (default: s1-s8; names below;
 #                                             "st" = the stream scenarios,
-#                                             "groups" = sg smem s100 s100.1,
+#                                             "groups" = sg smem s100 s100.1 s100.0,
 #                                             run only when named)
 #
 # Environment:
@@ -187,6 +187,7 @@ GROUP_SCENARIOS=(
 	"smem|broker RSS: 4P fill $STREAM_BIG msgs with confirms, then 3 groups (RabbitMQ: 3 plain consumers) read from first for 30 s, far behind the tail|$SMEM --groups 3|$SMEM --consumers 3"
 	"s100|100 groups of 1 at the tail of one stream, 1P at 1,000 msg/s (100,000 deliveries/s): broker CPU per delivery (against s100.1)|$S100 --groups 100|-"
 	"s100.1|1 group at the tail of one stream, 1P at 1,000 msg/s: broker CPU per delivery, s100's baseline|$S100 --groups 1|-"
+	"s100.0|no consumer, 1P at 1,000 msg/s: the publishing CPU that s100's and s100.1's include (CPU per delivery of G groups = (CPU µs/msg - s100.0's) / G)|$S100 --consumers 0|-"
 )
 if [[ $# -gt 0 ]]; then
 	want=" $* "
