@@ -157,14 +157,16 @@ func (s *Server) streamRoutes() []route {
 	}
 }
 
-// streamError words the admin API's stream errors; others pass.
-func streamError(err error) error {
+// streamError words the admin API's stream errors for the request's
+// stream and group; others pass.
+func streamError(q *request, err error) error {
 	var ns *server.NotAStreamError
 	switch {
 	case errors.As(err, &ns):
 		return &httpError{http.StatusNotFound, "Object Not Found", ns.Error(), nil}
 	case errors.Is(err, server.ErrStreamGroupActive):
-		return &httpError{http.StatusConflict, "conflict", "the consumer group has members: its offsets change and it is deleted only while it has none", nil}
+		return &httpError{http.StatusConflict, "conflict", sprintf("consumer group '%s' of stream '%s' in vhost '%s' has members: "+
+			"its offsets are reset and it is deleted only while it has none", q.param("group"), q.param("stream"), q.param("vhost")), nil}
 	}
 	var bo *server.BadStreamOffsetError
 	if errors.As(err, &bo) {
@@ -178,7 +180,7 @@ func streamError(err error) error {
 func (s *Server) streamParam(q *request, p auth.Perm) (string, error) {
 	name := q.param("stream")
 	if _, err := s.broker.Stream(q.param("vhost"), name); err != nil {
-		return "", streamError(err)
+		return "", streamError(q, err)
 	}
 	if err := s.checkPerm(q, p, "queue", name); err != nil {
 		return "", err
@@ -193,7 +195,7 @@ func (s *Server) getStreamGroups(q *request) error {
 	}
 	si, err := s.broker.Stream(q.param("vhost"), name)
 	if err != nil {
-		return streamError(err)
+		return streamError(q, err)
 	}
 	return q.reply(toStreamGroups(s.broker.NodeName(), si))
 }
@@ -205,7 +207,7 @@ func (s *Server) getStreamGroup(q *request) error {
 	}
 	g, err := s.broker.StreamGroup(q.param("vhost"), name, q.param("group"))
 	if err != nil {
-		return streamError(err)
+		return streamError(q, err)
 	}
 	return q.reply(toStreamGroup(s.broker.NodeName(), g))
 }
@@ -216,7 +218,7 @@ func (s *Server) deleteStreamGroup(q *request) error {
 		return err
 	}
 	if err := s.broker.DeleteStreamGroup(q.param("vhost"), name, q.param("group")); err != nil {
-		return streamError(err)
+		return streamError(q, err)
 	}
 	return q.noContent(false)
 }
@@ -237,7 +239,7 @@ func (s *Server) resetStreamGroup(q *request) error {
 		return err
 	}
 	if err := s.broker.ResetStreamGroup(q.param("vhost"), name, q.param("group"), to); err != nil {
-		return streamError(err)
+		return streamError(q, err)
 	}
 	return q.noContent(false)
 }

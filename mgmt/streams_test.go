@@ -270,7 +270,8 @@ func TestStreamGroups(t *testing.T) {
 	}
 
 	// While it has a member the group is neither reset nor deleted.
-	errorIs(t, e.expect("DELETE", "/api/stream-groups/%2F/sg/g", nil, 409), "conflict", "")
+	errorIs(t, e.expect("DELETE", "/api/stream-groups/%2F/sg/g", nil, 409), "conflict",
+		"consumer group 'g' of stream 'sg' in vhost '/' has members: its offsets are reset and it is deleted only while it has none")
 	errorIs(t, e.expect("POST", "/api/stream-groups/%2F/sg/g/reset", map[string]any{"offset": "first"}, 409), "conflict", "")
 
 	if err := mc.Cancel("w1", false); err != nil {
