@@ -216,8 +216,9 @@ func init() {
 		},
 		Case{
 			// A group resumes at its committed offset: a new member after
-			// the last one cancelled gets what was not acked (redelivered)
-			// and nothing acked; x-stream-offset no longer applies.
+			// the last one's channel closed gets what was not acked
+			// (redelivered) and nothing acked; x-stream-offset no longer
+			// applies.
 			Name: "stream-groups/resume-at-committed",
 			Run: func(t T, tg Target) {
 				conn, ch := clDialChan(t, tg)
@@ -232,8 +233,8 @@ func init() {
 				for _, d := range got[:4] {
 					d.Ack(false)
 				}
-				if err := mch.Cancel("m1", false); err != nil {
-					t.Fatalf("cancel: %v", err)
+				if err := mch.Close(); err != nil {
+					t.Fatalf("close: %v", err)
 				}
 				_, ds = sgConsume(t, conn, q, "m2", 10, amqp.Table{"x-stream-group": name, "x-stream-offset": "last"})
 				re := stRecvAcked(t, ds, 2)
@@ -242,6 +243,34 @@ func init() {
 					t.Errorf("an unacked delivery came back without redelivered")
 				}
 				clNoDelivery(t, ds)
+			},
+		},
+		Case{
+			// A member that cancels keeps the partition it has unacked
+			// deliveries of until it acks them (they count: no
+			// duplicates); the next member then continues after them.
+			Name: "stream-groups/cancel-waits-for-acks",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				if !sgWarren(t, conn) {
+					return
+				}
+				q := stDeclare(t, tg, ch, nil)
+				stPublishN(t, conn, q, 4)
+				name := clUniq("g")
+				mch, ds := sgConsume(t, conn, q, "m1", 10, amqp.Table{"x-stream-group": name, "x-stream-offset": "first"})
+				got := clRecvN(t, ds, 4)
+				if err := mch.Cancel("m1", false); err != nil {
+					t.Fatalf("cancel: %v", err)
+				}
+				_, ds2 := sgConsume(t, conn, q, "m2", 10, amqp.Table{"x-stream-group": name})
+				clNoDelivery(t, ds2)
+				for _, d := range got {
+					d.Ack(false)
+				}
+				stPublishN(t, conn, q, 1)
+				stWant(t, "after m1's acks", clBodies(stRecvAcked(t, ds2, 1)), "0")
+				clNoDelivery(t, ds2)
 			},
 		},
 		Case{

@@ -462,7 +462,10 @@ func (q *Queue) readerFor(p *partition, o group.OffsetSpec) (*Reader, error) {
 }
 
 // RemoveConsumer implements queue.Queue. A stream is never auto-deleted.
-// A group member leaves its group, whose offsets are committed at once.
+// A group member leaves its group (group.Rebalancer.Retire: a partition
+// it has deliveries of in flight moves once its channel settles them, or
+// after its rebalance timeout; the others move now), whose offsets are
+// committed at once.
 func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	q.mu.Lock()
 	var sync bool
@@ -471,7 +474,7 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 			return false
 		}
 		if k.grp != nil {
-			sync = q.leave(k) || sync
+			sync = q.retire(k) || sync
 		}
 		closeCursors(k.curs)
 		k.curs = nil
