@@ -210,7 +210,7 @@ type Log struct {
 	chunkSeen bool // the last scan found a chunk's start
 
 	// the writer's
-	f, idx    *os.File
+	f, idx     *os.File
 	lastIdx    int64 // position of the last index entry in the active segment (-1: none)
 	rollSizes  []int64
 	wbuf, widx []byte // Write's buffers, kept between batches
