@@ -38,6 +38,7 @@ func publishMsg(t *testing.T, q queue.Queue, body string, props []byte) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	q.(*stream.Queue).Quiesce()
 }
 
 func newStream(t *testing.T, dir string, args map[string]any) (*stream.Type, queue.Decl, queue.Queue) {
