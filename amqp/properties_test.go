@@ -227,3 +227,49 @@ func TestPropIndex(t *testing.T) {
 		t.Fatalf("%v allocations", allocs)
 	}
 }
+
+// AddHeaders gives what decoding, setting the headers and encoding again
+// gives, for lists with and without headers and other properties around
+// them; it declines a key already there.
+func TestAddHeaders(t *testing.T) {
+	ts := time.Unix(1700000000, 0).UTC()
+	for i, p := range []Properties{
+		{},
+		{ContentType: "text/plain"},
+		{ContentType: "a", ContentEncoding: "gzip", DeliveryMode: 2, Priority: 3, MessageID: "m", Timestamp: ts},
+		{Headers: Table{"own": "kept", "n": int32(5)}, ReplyTo: "r"},
+		{ContentEncoding: "e", Headers: Table{}, UserID: "u", AppID: "app"},
+	} {
+		raw, err := p.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := AddHeaders(raw, []string{"x-stream-offset", "x-stream-partition"}, []any{int64(42), int64(3)})
+		if !ok {
+			t.Fatalf("%d: declined", i)
+		}
+		d, err := DecodeProperties(got)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		want := p
+		want.Headers = Table{"x-stream-offset": int64(42), "x-stream-partition": int64(3)}
+		for k, v := range p.Headers {
+			want.Headers[k] = v
+		}
+		if d.Flags&FlagHeaders == 0 {
+			t.Fatalf("%d: no headers flag", i)
+		}
+		want.Flags = d.Flags
+		if !reflect.DeepEqual(d, want) {
+			t.Fatalf("%d: got %+v, want %+v", i, d, want)
+		}
+		if _, err := IndexProperties(got); err != nil {
+			t.Fatalf("%d: the result does not index: %v", i, err)
+		}
+	}
+	raw, _ := (&Properties{Headers: Table{"x-stream-offset": "mine"}}).Append(nil)
+	if out, ok := AddHeaders(raw, []string{"x-stream-offset"}, []any{int64(1)}); ok || !bytes.Equal(out, raw) {
+		t.Fatal("a key already there was added again")
+	}
+}

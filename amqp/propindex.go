@@ -1,5 +1,10 @@
 package amqp
 
+import (
+	"encoding/binary"
+	"slices"
+)
+
 // PropIndex is what a broker reads of a message's content properties, found
 // in one pass over the raw property list without allocating: the flags, the
 // one-byte properties, and where the string and headers properties are.
@@ -115,4 +120,67 @@ func indexProps(raw []byte) (PropIndex, error) {
 		return x, errPropsTrailing
 	}
 	return x, nil
+}
+
+// AddHeaders returns a copy of the property flags + list raw with the
+// headers keys[i] = vals[i] added, without decoding the rest: the fields
+// are appended to the encoded headers table, or a table is inserted (and
+// its flag set) where raw has none. It is how a queue adds delivery
+// headers (x-stream-offset, x-delivery-count) to a message at the cost of
+// one copy. ok is false, and raw is returned as it is, when raw does not
+// index, a value does not encode, or the table already has one of the
+// keys (a header is never there twice); the caller then decodes and
+// re-encodes instead.
+func AddHeaders(raw []byte, keys []string, vals []any) (out []byte, ok bool) {
+	x, err := indexProps(raw)
+	if err != nil || len(keys) != len(vals) {
+		return raw, false
+	}
+	n := 0
+	for _, k := range keys {
+		n += 1 + len(k) + 9
+	}
+	fields := make([]byte, 0, n)
+	for i, k := range keys {
+		if len(k) > 255 {
+			return raw, false
+		}
+		fields = append(fields, byte(len(k)))
+		fields = append(fields, k...)
+		if fields, err = appendFieldValue(fields, vals[i], 0); err != nil {
+			return raw, false
+		}
+	}
+	if x.Has(FlagHeaders) {
+		tbl := x.headers.of(raw)
+		for body := tbl[4:]; len(body) > 0; {
+			kl := int(body[0])
+			if slices.Contains(keys, string(body[1:1+kl])) {
+				return raw, false
+			}
+			if body, err = skipFieldValue(body[1+kl:], 0); err != nil {
+				return raw, false
+			}
+		}
+		out = make([]byte, 0, len(raw)+len(fields))
+		out = append(out, raw[:x.headers.end]...)
+		out = append(out, fields...)
+		out = append(out, raw[x.headers.end:]...)
+		binary.BigEndian.PutUint32(out[x.headers.off:], uint32(len(tbl)-4+len(fields)))
+		return out, true
+	}
+	// The headers come after content-type and content-encoding.
+	pos := 2
+	for _, bit := range []uint16{FlagContentType, FlagContentEncoding} {
+		if x.Flags&bit != 0 {
+			pos += 1 + int(raw[pos])
+		}
+	}
+	out = make([]byte, 0, len(raw)+4+len(fields))
+	out = append(out, raw[:pos]...)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(fields)))
+	out = append(out, fields...)
+	out = append(out, raw[pos:]...)
+	binary.BigEndian.PutUint16(out, binary.BigEndian.Uint16(out)|FlagHeaders)
+	return out, true
 }

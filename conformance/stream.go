@@ -468,6 +468,22 @@ func init() {
 			},
 		},
 		Case{
+			// An x-max-age without a leading number crashes RabbitMQ
+			// 3.10's check: a bare 541 that closes the connection.
+			Name: "stream/declare-max-age-without-number-541",
+			Run: func(t T, tg Target) {
+				q := clUniq("stream-bad")
+				clCleanupQueue(t, tg, q)
+				for _, v := range []string{"", "D", "-1D", " 1D"} {
+					conn, ch := clDialChan(t, tg)
+					_, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-max-age": v})
+					if ae := clExpectErr(t, conn, err, 541, clConnClose); ae.Reason != "INTERNAL_ERROR" {
+						t.Errorf("x-max-age %q: reply text %q, want INTERNAL_ERROR", v, ae.Reason)
+					}
+				}
+			},
+		},
+		Case{
 			// Re-declaring with other stream arguments is 406 inequivalent
 			// arg; x-max-age compares as text ("24h" is not "1D"), numbers
 			// by value whatever their width.

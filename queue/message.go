@@ -123,8 +123,19 @@ func WithHeader(props []byte, key string, v any) []byte {
 }
 
 // WithHeaders is WithHeader for several headers: kv alternates keys
-// (strings) and values.
+// (strings) and values. The headers are appended to the encoded table
+// (amqp.AddHeaders); only when the message already has one of them are
+// its properties decoded and encoded again.
 func WithHeaders(props []byte, kv ...any) []byte {
+	var keyBuf [4]string
+	var valBuf [4]any
+	keys, vals := keyBuf[:0], valBuf[:0]
+	for i := 0; i+1 < len(kv); i += 2 {
+		keys, vals = append(keys, kv[i].(string)), append(vals, kv[i+1])
+	}
+	if out, ok := amqp.AddHeaders(props, keys, vals); ok {
+		return out
+	}
 	p, err := amqp.DecodeProperties(props)
 	if err != nil {
 		return props

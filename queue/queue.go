@@ -263,6 +263,18 @@ func (e *OffsetError) Error() string {
 	return fmt.Sprintf("queue: invalid x-stream-offset %v", e.Value)
 }
 
+// CrashError is an argument value RabbitMQ 3.10 crashes on (an x-max-age
+// without a leading number): it closes the connection with a bare 541
+// INTERNAL_ERROR, and so does Warren.
+type CrashError struct {
+	Arg   string
+	Value any
+}
+
+func (e *CrashError) Error() string {
+	return fmt.Sprintf("queue: invalid %s %v", e.Arg, e.Value)
+}
+
 // Decl is what a queue was declared with.
 type Decl struct {
 	VHost      string

@@ -128,8 +128,10 @@ var (
 		"x-expires", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
 		"x-overflow", "x-single-active-consumer", "x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit",
 		"x-message-ttl", "x-queue-leader-locator"}
+	// Warren's x-stream-partitions and x-stream-partition-by come last:
+	// they are immutable too.
 	StreamCompared = []string{"x-max-length-bytes", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes",
-		"x-initial-cluster-size", "x-queue-leader-locator"}
+		"x-initial-cluster-size", "x-queue-leader-locator", "x-stream-partitions", "x-stream-partition-by"}
 )
 
 // Refused lists the arguments each of RabbitMQ 3.10's queue types refuses,

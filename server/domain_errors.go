@@ -164,10 +164,14 @@ func replyError(err error) *amqp.Error {
 		ni  *NotImplementedError
 		ut  *UnknownTypeError
 		se  *StoreError
+		ce  *queue.CrashError
 	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &ce):
+		// RabbitMQ crashes on the value: a bare INTERNAL_ERROR.
+		return &amqp.Error{Code: amqp.InternalError, Cause: err}
 	case errors.As(err, &nf):
 		if nf.VHost == "" {
 			return amqp.Errorf(amqp.NotFound, 0, 0, "no %s '%s'", nf.Kind, nf.Name)

@@ -36,6 +36,10 @@ type Harness struct {
 	// Prefetch is passed to every consumer (ConsumeOptions.Prefetch),
 	// for types that need one.
 	Prefetch uint16
+	// Quiesce, when set, is called after each confirmed publish: it waits
+	// until q has offered what it took to its consumers, for types that
+	// deliver from a goroutine of their own.
+	Quiesce func(q queue.Queue)
 }
 
 // Features are optional behaviours a type may have.
@@ -200,6 +204,9 @@ func (h *Harness) publish(t *testing.T, q queue.Queue, body string, opts ...func
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("no confirm")
+		}
+		if h.Quiesce != nil {
+			h.Quiesce(q)
 		}
 	}
 	return routed && !dropped

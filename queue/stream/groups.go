@@ -188,6 +188,17 @@ func (q *Queue) leave(k *consumer) bool {
 	return true
 }
 
+// retire removes k from its group as a basic.cancel does
+// (group.Rebalancer.Retire). q.mu is held.
+func (q *Queue) retire(k *consumer) bool {
+	g := k.grp
+	evs := g.reb.Retire(k.member)
+	delete(g.members, k.member)
+	k.grp = nil
+	q.apply(g, evs)
+	return true
+}
+
 // apply carries out a group's rebalance events and re-arms its deadline
 // timer. It reports whether a partition moved or was revoked.
 func (q *Queue) apply(g *cgroup, evs []group.Event) bool {
@@ -222,7 +233,9 @@ func (q *Queue) move(g *cgroup, gp *groupPart, ev group.Event) {
 		if k := g.members[ev.From]; k != nil {
 			k.curs = slices.DeleteFunc(k.curs, func(x *cursor) bool { return x == c })
 		}
-		c.r.Close()
+		if c.r != nil {
+			c.r.Close()
+		}
 		delete(q.cursors, c.id)
 		gp.cur = nil
 	}

@@ -38,6 +38,7 @@ func publishMsg(t *testing.T, q queue.Queue, body string, props []byte) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	q.(*stream.Queue).Quiesce()
 }
 
 func newStream(t *testing.T, dir string, args map[string]any) (*stream.Type, queue.Decl, queue.Queue) {
@@ -232,7 +233,9 @@ func TestGroupsSplitPartitions(t *testing.T) {
 	_, _, q := newStream(t, t.TempDir(), map[string]any{"x-stream-partitions": int64(4)})
 	a, b, solo := queuetest.NewRecorder(-1, false), queuetest.NewRecorder(-1, false), queuetest.NewRecorder(-1, false)
 	g := map[string]any{"x-stream-group": "g", "x-stream-offset": "first"}
-	consume(t, q, "a", a, 1000, g)
+	// a's partitions move at once when it goes, in-flight deliveries or
+	// not.
+	consume(t, q, "a", a, 1000, map[string]any{"x-stream-group": "g", "x-stream-offset": "first", "x-stream-rebalance-timeout": int32(0)})
 	consume(t, q, "b", b, 1000, g)
 	consume(t, q, "solo", solo, 1000, map[string]any{"x-stream-group": "other", "x-stream-offset": "first"})
 	_, owned := groupOf(t, q, "g")
@@ -494,4 +497,37 @@ func recoverStreamCopy(t *testing.T, dir string, d queue.Decl) queue.Queue {
 		t.Fatal(err)
 	}
 	return recoverStream(t, cp, d, queue.Hooks{})
+}
+
+// LavinMQ's x-stream-automatic-offset-tracking is a one-member group
+// named by the consumer tag: the consumer resumes after what it acked.
+func TestAutomaticOffsetTracking(t *testing.T) {
+	_, _, q := newStream(t, t.TempDir(), nil)
+	for i := range 5 {
+		publishMsg(t, q, strconv.Itoa(i), nil)
+	}
+	args := map[string]any{"x-stream-automatic-offset-tracking": true, "x-stream-offset": "first"}
+	r := queuetest.NewRecorder(-1, false)
+	consume(t, q, "reader-1", r, 10, args)
+	got := r.Take()
+	q.Settle(got[:3], queue.Ack)
+	// Its channel closes: the broker requeues, then removes the consumer.
+	r.Stop()
+	q.Settle(got[3:], queue.Requeue)
+	q.RemoveConsumer("reader-1", r)
+	info, _ := groupOf(t, q, "reader-1")
+	if !info.AutoTracking || info.Partitions[0].Committed != 3 {
+		t.Fatalf("tracking group %+v", info)
+	}
+	r2 := queuetest.NewRecorder(-1, false)
+	consume(t, q, "reader-1", r2, 10, args)
+	if b := fmt.Sprint(queuetest.Bodies(r2.Take())); b != "[3 4]" {
+		t.Fatalf("resumed with %s", b)
+	}
+	var ae *queue.ArgError
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "x", Consumer: queuetest.NewRecorder(-1, false), Prefetch: 1,
+		Args: map[string]any{"x-stream-automatic-offset-tracking": true, "x-stream-group": "g"}}); !errors.As(err, &ae) {
+		t.Fatalf("tracking with a group: %v", err)
+	}
+	q.Delete(false, false)
 }

@@ -69,12 +69,20 @@ type Record struct {
 	Body      []byte
 }
 
-// encodeRecord appends r's encoding to dst.
-func encodeRecord(dst []byte, r *Record) []byte {
-	n := recFixed + len(r.Exchange) + len(r.RoutingKey) + len(r.Props) + len(r.Body)
-	flags := r.Flags &^ flagFilter
+// encodedSize is the size of r's encoding.
+func encodedSize(r *Record) int {
+	n := recHeader + recFixed + len(r.Exchange) + len(r.RoutingKey) + len(r.Props) + len(r.Body)
 	if r.HasFilter {
 		n += 1 + len(r.Filter)
+	}
+	return n
+}
+
+// encodeRecord appends r's encoding to dst.
+func encodeRecord(dst []byte, r *Record) []byte {
+	n := encodedSize(r) - recHeader
+	flags := r.Flags &^ flagFilter
+	if r.HasFilter {
 		flags |= flagFilter
 	}
 	start := len(dst)
@@ -96,14 +104,6 @@ func encodeRecord(dst []byte, r *Record) []byte {
 	dst = append(dst, r.Body...)
 	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+recHeader:], crcTable))
 	return dst
-}
-
-// setFlags adds flags to those of the encoded record at the start of b and
-// recomputes its CRC.
-func setFlags(b []byte, flags uint8) {
-	b[recHeader+16] |= flags
-	n := binary.LittleEndian.Uint32(b)
-	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[recHeader:recHeader+int(n)], crcTable))
 }
 
 // errShort: the bytes end before the record does.
@@ -210,9 +210,10 @@ type Log struct {
 	chunkSeen bool // the last scan found a chunk's start
 
 	// the writer's
-	f, idx    *os.File
-	lastIdx   int64 // position of the last index entry in the active segment (-1: none)
-	rollSizes []int64
+	f, idx     *os.File
+	lastIdx    int64 // position of the last index entry in the active segment (-1: none)
+	rollSizes  []int64
+	wbuf, widx []byte // Write's buffers, kept between batches
 }
 
 // OpenLog opens or creates the log in dir; maxSeg is the segment size.
@@ -489,17 +490,26 @@ func (l *Log) Next() uint64 {
 	return l.next
 }
 
-// Write appends a batch of encoded records, whose offsets must follow
-// the log's, syncs it and makes it readable. The first is marked as a
-// chunk's start. recs is the concatenation of the records; ts their
-// timestamps, in order.
-func (l *Log) Write(recs [][]byte) error {
+// Write appends a batch of records, whose offsets must follow the log's,
+// syncs it and makes it readable. The first is marked as a chunk's start.
+// The records are encoded straight into the log's write buffer (one copy
+// of each message); their slices are not kept.
+func (l *Log) Write(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	setFlags(recs[0], flagChunk)
-	first := binary.LittleEndian.Uint64(recs[0][recHeader:])
-	var buf, idx []byte
+	recs[0].Flags |= flagChunk
+	first := recs[0].Offset
+	buf, idx := l.wbuf[:0], l.widx[:0]
+	defer func() {
+		// Keep the buffers for the next batch unless a burst made them
+		// large.
+		if cap(buf) <= maxKeptWriteBuf {
+			l.wbuf, l.widx = buf[:0], idx[:0]
+		} else {
+			l.wbuf, l.widx = nil, nil
+		}
+	}()
 	l.mu.RLock()
 	s := l.segs[len(l.segs)-1]
 	l.mu.RUnlock()
@@ -518,10 +528,10 @@ func (l *Log) Write(recs [][]byte) error {
 		buf, idx = buf[:0], idx[:0]
 		return l.f.Sync()
 	}
-	for _, r := range recs {
-		off := binary.LittleEndian.Uint64(r[recHeader:])
-		ts := int64(binary.LittleEndian.Uint64(r[recHeader+8:]))
-		if size > segHeader && size+int64(len(r)) > l.maxSeg.Load() {
+	for i := range recs {
+		r := &recs[i]
+		off, ts, n := r.Offset, r.Timestamp, int64(encodedSize(r))
+		if size > segHeader && size+n > l.maxSeg.Load() {
 			// Roll: the full segment is synced and whole before the next
 			// one names its size.
 			if err := flush(); err != nil {
@@ -550,20 +560,23 @@ func (l *Log) Write(recs [][]byte) error {
 			idx = appendIdx(idx, off, ts, size)
 			l.lastIdx = size
 		}
-		buf = append(buf, r...)
-		size += int64(len(r))
+		buf = encodeRecord(buf, r)
+		size += n
 		lastTs = ts
 	}
 	if err := flush(); err != nil {
 		return err
 	}
-	last := binary.LittleEndian.Uint64(recs[len(recs)-1][recHeader:])
+	last := recs[len(recs)-1].Offset
 	l.mu.Lock()
 	s.size, s.committed, s.lastTs = size, size, lastTs
 	l.committed, l.lastChunk = last+1, first
 	l.mu.Unlock()
 	return nil
 }
+
+// maxKeptWriteBuf is the largest write buffer a log keeps between batches.
+const maxKeptWriteBuf = 4 << 20
 
 // reserve takes the next offset for an appended record and its
 // timestamp: now (Unix ms), or the last one when the clock went back, so

@@ -15,12 +15,12 @@ import (
 // l with bodies "<offset>" and timestamps 1000+offset.
 func appendN(t *testing.T, l *Log, n int, batch bool) {
 	t.Helper()
-	var recs [][]byte
+	var recs []Record
 	for range n {
 		off, ts := l.reserve(0)
 		ts = 1000 + int64(off)
-		recs = append(recs, encodeRecord(nil, &Record{Offset: off, Timestamp: ts, Exchange: "x", RoutingKey: "k",
-			Props: []byte{0, 0}, Body: []byte(fmt.Sprint(off))}))
+		recs = append(recs, Record{Offset: off, Timestamp: ts, Exchange: "x", RoutingKey: "k",
+			Props: []byte{0, 0}, Body: []byte(fmt.Sprint(off))})
 		if !batch {
 			if err := l.Write(recs); err != nil {
 				t.Fatal(err)

@@ -20,11 +20,12 @@ type partition struct {
 	n   int
 	log *Log
 
-	// The writer's inbox: encoded records in offset order and their
+	// The writer's inbox: records in offset order (their slices are the
+	// messages': the writer encodes them into its batch) and their
 	// callbacks, and the settings (a policy may change them). wmu never
 	// waits for I/O.
 	wmu      sync.Mutex
-	pending  [][]byte
+	pending  []Record
 	dones    []func(error)
 	closing  bool
 	failed   error
@@ -90,9 +91,8 @@ func (p *partition) append(m *queue.Message, now int64, filter string, hasFilter
 		return err != nil
 	}
 	off, ts := p.log.reserve(now)
-	rec := encodeRecord(nil, &Record{Offset: off, Timestamp: ts, Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+	p.pending = append(p.pending, Record{Offset: off, Timestamp: ts, Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 		Filter: filter, HasFilter: hasFilter, Props: m.Props, Body: m.Body})
-	p.pending = append(p.pending, rec)
 	p.dones = append(p.dones, done)
 	p.wmu.Unlock()
 	p.poke()

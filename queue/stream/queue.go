@@ -28,6 +28,15 @@ type Queue struct {
 	partitioned bool
 	rr          atomic.Uint64 // round robin of unkeyed messages
 	offsets     *offsetStore
+	// The dispatcher goroutine offers what the writers synced to the
+	// consumers, so that a writer confirms and starts its next batch
+	// without waiting for deliveries.
+	dwake     chan struct{}
+	dstop     chan struct{}
+	dstopped  chan struct{}
+	published atomic.Uint64
+	offered   uint64     // published when the dispatcher's last pass began; under mu
+	pass      *sync.Cond // on mu: a dispatcher pass ended
 
 	// mu guards the consumers and groups. Reads for deliveries happen
 	// under it, bounded by the consumers' credit; publishers never take
@@ -97,7 +106,8 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 		return nil, err
 	}
 	q := &Queue{typ: t, decl: d, dir: dir, hooks: h, router: group.Router{Partitions: n, ByRoutingKey: byKey}, partitioned: partitioned,
-		cursors: map[uint64]*cursor{}, groups: map[string]*cgroup{}}
+		cursors: map[uint64]*cursor{}, groups: map[string]*cgroup{},
+		dwake: make(chan struct{}, 1), dstop: make(chan struct{}), dstopped: make(chan struct{})}
 	for i := range n {
 		p, err := openPartition(q, i, dir, s)
 		if err != nil {
@@ -115,10 +125,54 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 		return nil, err
 	}
 	q.loadGroups(q.offsets.loaded)
+	q.pass = sync.NewCond(&q.mu)
+	go q.dispatcher()
 	for _, p := range q.parts {
 		p.start()
 	}
 	return q, nil
+}
+
+// dispatcher offers the consumers what the writers synced, until the
+// stream stops.
+func (q *Queue) dispatcher() {
+	defer close(q.dstopped)
+	for {
+		select {
+		case <-q.dwake:
+		case <-q.dstop:
+			q.mu.Lock()
+			q.offered = q.published.Load()
+			q.pass.Broadcast()
+			q.mu.Unlock()
+			return
+		}
+		n := q.published.Load()
+		q.mu.Lock()
+		if !q.deleted {
+			q.dispatch(nil)
+		}
+		q.offered = n
+		q.pass.Broadcast()
+		q.mu.Unlock()
+	}
+}
+
+// Quiesce waits until the dispatcher offered the consumers every message
+// synced before the call (tests: a confirm does not wait for deliveries).
+func (q *Queue) Quiesce() {
+	want := q.published.Load()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.offered < want {
+		q.pass.Wait()
+	}
+}
+
+// stopDispatcher ends the dispatcher, after the writers ended.
+func (q *Queue) stopDispatcher() {
+	close(q.dstop)
+	<-q.dstopped
 }
 
 // Settings returns the stream's settings: its arguments and its policy's.
@@ -187,12 +241,14 @@ func (q *Queue) CheckPublish(m *queue.Message) error {
 	return err
 }
 
-// written runs after partition p's writer synced a batch of n records.
+// written runs after a partition's writer synced a batch of n records:
+// the dispatcher offers them.
 func (q *Queue) written(n int) {
-	q.mu.Lock()
-	q.stats.Publish += uint64(n)
-	q.dispatch(nil)
-	q.mu.Unlock()
+	q.published.Add(uint64(n))
+	select {
+	case q.dwake <- struct{}{}:
+	default:
+	}
 }
 
 // released moves the cursors of partition n whose segment retention
@@ -462,7 +518,10 @@ func (q *Queue) readerFor(p *partition, o group.OffsetSpec) (*Reader, error) {
 }
 
 // RemoveConsumer implements queue.Queue. A stream is never auto-deleted.
-// A group member leaves its group, whose offsets are committed at once.
+// A group member leaves its group (group.Rebalancer.Retire: a partition
+// it has deliveries of in flight moves once its channel settles them, or
+// after its rebalance timeout; the others move now), whose offsets are
+// committed at once.
 func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	q.mu.Lock()
 	var sync bool
@@ -471,7 +530,7 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 			return false
 		}
 		if k.grp != nil {
-			sync = q.leave(k) || sync
+			sync = q.retire(k) || sync
 		}
 		closeCursors(k.curs)
 		k.curs = nil
@@ -574,6 +633,7 @@ func (q *Queue) Delete(_, _ bool) (int, []queue.ConsumerRef, error) {
 	for _, p := range q.parts {
 		p.close()
 	}
+	q.stopDispatcher()
 	q.offsets.close()
 	if st := q.typ.cfg.Store; st != nil && q.decl.ID != 0 {
 		q.typ.logErr(st.DeleteQueue(q.decl.VHost, q.decl.Name, q.decl.ID), "durable store write failed")
@@ -613,6 +673,7 @@ func (q *Queue) Stop() {
 		p.close()
 		p.log.Close()
 	}
+	q.stopDispatcher()
 }
 
 // Stats implements queue.Queue: Ready is the number of messages the
@@ -646,7 +707,9 @@ func (q *Queue) DeclareCounts() (messages, consumers int) {
 func (q *Queue) MessageStats() queue.MessageStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.stats
+	st := q.stats
+	st.Publish = q.published.Load()
+	return st
 }
 
 // DeliveryProps implements queue.Queue: a delivery carries its offset in

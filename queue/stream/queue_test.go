@@ -23,6 +23,7 @@ func publishN(t *testing.T, q queue.Queue, from, to int) {
 			t.Fatal(err)
 		}
 	}
+	q.(*stream.Queue).Quiesce()
 }
 
 // Every consumer reads the whole stream from its offset, acks keep the
@@ -221,7 +222,10 @@ func TestStreamRetentionByAge(t *testing.T) {
 	publishN(t, q, 20, 21)
 	clock.add(31 * time.Minute) // the first 20 are 61 minutes old, the last 31
 	c <- clock.now()
-	waitFor(t, "the age drop", func() bool { return sq.Log().Segments() == 1 || q.Stats().Ready == 1 })
+	// The files go right after the log drops the segments.
+	waitFor(t, "the age drop", func() bool {
+		return (sq.Log().Segments() == 1 || q.Stats().Ready == 1) && segFiles(t, dir) == sq.Log().Segments()
+	})
 	if first, end, _ := sq.Log().Bounds(); end-first > 2 || segFiles(t, dir) != sq.Log().Segments() {
 		t.Fatalf("after the age drop: %d..%d in %d segments", first, end, sq.Log().Segments())
 	}

@@ -7,6 +7,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -80,6 +81,9 @@ func ParseOffset(v any, now time.Time) (OffsetSpec, error) {
 			return OffsetSpec{Kind: k}, nil
 		}
 		d, err := ParseInterval(ArgOffset, x)
+		if ce := (*queue.CrashError)(nil); errors.As(err, &ce) {
+			err = &queue.ArgError{Arg: ArgOffset, Reason: "invalid_max_age"}
+		}
 		if err != nil {
 			return OffsetSpec{}, err
 		}
@@ -142,6 +146,11 @@ var intervalUnits = map[byte]time.Duration{
 // beyond time.Duration's range (about 292 years) is that maximum.
 func ParseInterval(arg, s string) (time.Duration, error) {
 	bad := &queue.ArgError{Arg: arg, Reason: "invalid_max_age"}
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		// RabbitMQ reads the leading digits as an integer and crashes
+		// when there are none.
+		return 0, &queue.CrashError{Arg: arg, Value: s}
+	}
 	if len(s) < 2 {
 		return 0, bad
 	}

@@ -66,6 +66,13 @@ func TestParseInterval(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Error() != "invalid arg 'x-max-age': invalid_max_age" {
 		t.Fatalf("7d: %v", err)
 	}
+	// No leading number: RabbitMQ crashes (541).
+	for _, s := range []string{"", "D", "-1D", " 1D"} {
+		var ce *queue.CrashError
+		if _, err := ParseInterval("x-max-age", s); !errors.As(err, &ce) {
+			t.Fatalf("%q: %v, want a CrashError", s, err)
+		}
+	}
 }
 
 func TestParseGroupArgs(t *testing.T) {

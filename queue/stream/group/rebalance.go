@@ -94,13 +94,17 @@ type Rebalancer struct {
 	inFlight func(partition int) int
 	parts    []partition
 	members  map[Member]time.Duration // member -> its rebalance timeout
+	// retiring are members that left by Retire and still own partitions
+	// being revoked, with their rebalance timeouts.
+	retiring map[Member]time.Duration
 }
 
 // NewRebalancer starts a group over n partitions, all unowned.
 // inFlight(p) is the number of deliveries of partition p its current owner
 // has not settled (the partition's Watermark.InFlight).
 func NewRebalancer(n int, clock Clock, inFlight func(partition int) int) *Rebalancer {
-	return &Rebalancer{clock: clock, inFlight: inFlight, parts: make([]partition, n), members: map[Member]time.Duration{}}
+	return &Rebalancer{clock: clock, inFlight: inFlight, parts: make([]partition, n), members: map[Member]time.Duration{},
+		retiring: map[Member]time.Duration{}}
 }
 
 // Join adds member m with its rebalance timeout (negative: the default; 0:
@@ -113,14 +117,49 @@ func (r *Rebalancer) Join(m Member, timeout time.Duration) []Event {
 	return r.rebalance(nil)
 }
 
-// Leave removes member m (cancel, close, missed heartbeats, ack timeout):
+// Leave removes member m (gone: its consumer cannot settle any more):
 // the partitions it owned move at once, and the rest rebalance.
 func (r *Rebalancer) Leave(m Member) []Event {
 	if _, ok := r.members[m]; !ok {
 		return nil
 	}
 	delete(r.members, m)
+	delete(r.retiring, m)
 	return r.rebalance(&m)
+}
+
+// Retire removes member m as Leave does, except that the partitions it
+// owns are revoked rather than moved at once: each moves once m's
+// in-flight deliveries of it are settled, or after m's rebalance timeout.
+// It is a basic.cancel's leave: the member's channel can still settle
+// what it was sent, and those acks count.
+func (r *Rebalancer) Retire(m Member) []Event {
+	t, ok := r.members[m]
+	if !ok {
+		return nil
+	}
+	delete(r.members, m)
+	r.retiring[m] = t
+	evs := r.rebalance(nil)
+	r.forgetRetired()
+	return evs
+}
+
+// timeout is owner m's rebalance timeout, a member's or a retiring one's.
+func (r *Rebalancer) timeout(m Member) time.Duration {
+	if t, ok := r.members[m]; ok {
+		return t
+	}
+	return r.retiring[m]
+}
+
+// forgetRetired drops the retiring members that own nothing any more.
+func (r *Rebalancer) forgetRetired() {
+	for m := range r.retiring {
+		if !slices.ContainsFunc(r.parts, func(pt partition) bool { return pt.owner == m }) {
+			delete(r.retiring, m)
+		}
+	}
 }
 
 // Settled is called when the owner of partition p settled a delivery: a
@@ -131,7 +170,9 @@ func (r *Rebalancer) Settled(p int) []Event {
 	}
 	pt := &r.parts[p]
 	if pt.revoking && r.inFlight(p) == 0 {
-		return []Event{r.move(p, false)}
+		ev := r.move(p, false)
+		r.forgetRetired()
+		return []Event{ev}
 	}
 	return nil
 }
@@ -147,6 +188,7 @@ func (r *Rebalancer) Tick() []Event {
 			evs = append(evs, r.move(p, r.inFlight(p) > 0))
 		}
 	}
+	r.forgetRetired()
 	return evs
 }
 
@@ -221,11 +263,11 @@ func (r *Rebalancer) rebalance(gone *Member) []Event {
 			// Already waiting for the old owner; the deadline stands.
 		case r.inFlight(p) == 0:
 			evs = append(evs, r.move(p, false))
-		case r.members[pt.owner] == 0:
+		case r.timeout(pt.owner) == 0:
 			evs = append(evs, r.move(p, true))
 		default:
 			pt.revoking = true
-			pt.deadline = now.Add(r.members[pt.owner])
+			pt.deadline = now.Add(r.timeout(pt.owner))
 			evs = append(evs, Event{Kind: Revoke, Partition: p, From: pt.owner, To: pt.target, Gen: pt.gen})
 		}
 	}

@@ -290,3 +290,40 @@ func simulate(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+// A retired member (basic.cancel) keeps the partitions with deliveries in
+// flight until they are settled or its timeout passes; the others move at
+// once, and it is forgotten once it owns nothing.
+func TestRebalanceRetireWaitsForInFlight(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	inFlight := make([]int, 4)
+	r := NewRebalancer(4, clock, func(p int) int { return inFlight[p] })
+	r.Join(1, 3*time.Second)
+	r.Join(2, time.Second) // 1 owns 0 1, 2 owns 2 3
+	inFlight[0] = 2
+	evs := r.Retire(1)
+	if len(evs) != 2 || evs[0] != (Event{Kind: Revoke, Partition: 0, From: 1, To: 2, Gen: 1}) || evs[1].Kind != Move || evs[1].Partition != 1 || evs[1].To != 2 {
+		t.Fatalf("retire: %+v", evs)
+	}
+	if d, ok := r.NextDeadline(); !ok || !d.Equal(clock.t.Add(3*time.Second)) {
+		t.Fatalf("deadline %v %v: the retired member's timeout applies", d, ok)
+	}
+	if got := r.Members(); !slices.Equal(got, []Member{2}) {
+		t.Fatalf("members %v", got)
+	}
+	inFlight[0] = 0
+	if evs := r.Settled(0); len(evs) != 1 || evs[0].Kind != Move || evs[0].To != 2 || evs[0].TimedOut {
+		t.Fatalf("settled: %+v", evs)
+	}
+	if len(r.retiring) != 0 {
+		t.Fatalf("retired member not forgotten: %v", r.retiring)
+	}
+	// The last member retires with nothing in flight: everything is
+	// unowned at once; a retire of a non-member does nothing.
+	if evs := r.Retire(2); len(evs) != 4 || slices.ContainsFunc(evs, func(e Event) bool { return e.Kind != Move || e.To != NoMember }) {
+		t.Fatalf("last retire: %+v", evs)
+	}
+	if evs := r.Retire(7); evs != nil {
+		t.Fatalf("retire of a stranger: %+v", evs)
+	}
+}
