@@ -6,6 +6,7 @@
 #
 # Usage: bench/compare.sh [scenario ...]      (default: s1-s8; names below;
 #                                             "st" = the stream scenarios,
+#                                             "groups" = sg smem s100 s100.1 s100.0,
 #                                             run only when named)
 #
 # Environment:
@@ -15,7 +16,9 @@
 #   CONNS=800         idle connections for s8 (RabbitMQ's default fd limit
 #                     of 1024 allows ~830 sockets)
 #   STREAM_N=1000000  stream scenarios: messages replayed by str, and the
-#                     count bound per producer of st1/st4/ste (QUICK: 100000)
+#                     count bound per producer of st1/st4/ste/sg (QUICK: 100000)
+#   STREAM_BIG=10000000  smem: messages in the stream (QUICK: 1000000)
+#   RUN_TIMEOUT=240   seconds a run may take (smem: at least 900)
 #   WARREN_URL, RABBIT_URL   broker URLs
 #   WARREN_PID        pid of a running Warren at WARREN_URL; if unset, the
 #                     script builds Warren from the git HEAD of the checkout
@@ -40,12 +43,15 @@ if [[ $QUICK == 1 ]]; then
 	ROUNDS=${ROUNDS:-1}
 	DUR=${DUR:-3}
 	STREAM_N=${STREAM_N:-100000}
+	STREAM_BIG=${STREAM_BIG:-1000000}
 else
 	ROUNDS=${ROUNDS:-3}
 	DUR=${DUR:-10}
 fi
 CONNS=${CONNS:-800}
 STREAM_N=${STREAM_N:-1000000}
+STREAM_BIG=${STREAM_BIG:-10000000}
+RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 FRESH_WARREN=${FRESH_WARREN:-1}
 WARREN_PORT=${WARREN_PORT:-5680}
 WARREN_URL=${WARREN_URL:-amqp://guest:guest@127.0.0.1:$WARREN_PORT/}
@@ -165,12 +171,34 @@ STREAM_SCENARIOS=(
 	"str|stream replay: 4P fill $STREAM_N msgs with confirms, then 1C from first, prefetch 1000, multi-ack 100 (recv/s = replay rate)|$ST --producers 4 --confirm 200 --count $((STREAM_N / 4)) --duration 120s --consumers 1 --consumers-after-publish --stream-offset first --prefetch 1000 --multi-ack-every 100 --drain-timeout 120s"
 	"ste|stream end to end: 1P confirms (window 200), 1C from next, prefetch 1000, multi-ack 100|$ST --producers 1 --confirm 200 --count $STREAM_N --duration ${DUR}s --consumers 1 --prefetch 1000 --multi-ack-every 100 --drain-timeout 30s"
 )
+# Partitioned streams and consumer groups (issue 13 section 4), run only
+# when named ("groups" names them all; no prefix matching). A fourth field
+# is RabbitMQ's arguments where they differ ("-": Warren only). RabbitMQ
+# 3.10 has no consumer groups over AMQP 0-9-1 and refuses
+# x-single-active-consumer on streams: its nearest equivalent of a group
+# of M members on P partitions is P streams, each read by one consumer of
+# each group (--static-groups: member m reads the streams q with
+# q % M == m), fed round robin as Warren's partitions are.
+SG="$ST --producers 1 --confirm 200 --count $STREAM_N --duration ${DUR}s --prefetch 1000 --multi-ack-every 100 --drain-timeout 30s --groups 3 --members 2"
+SMEM="$ST --producers 4 --confirm 200 --count $((STREAM_BIG / 4)) --duration 600s --consumers-after-publish --stream-offset first --prefetch 1000 --multi-ack-every 100 --consume-for 30s"
+S100="$ST --producers 1 --confirm 200 --rate 1000 --duration ${DUR}s --prefetch 1000 --multi-ack-every 100 --drain-timeout 30s --members 1"
+GROUP_SCENARIOS=(
+	"sg|stream end to end with consumer groups: 1P confirms (window 200), 6 partitions, 3 groups x 2 members, prefetch 1000, multi-ack 100 (recv/s = deliveries/s over the 3 groups; RabbitMQ: 6 streams, 6 consumers)|$SG --partitions 6|$SG --queues 6 --static-groups"
+	"smem|broker RSS: 4P fill $STREAM_BIG msgs with confirms, then 3 groups (RabbitMQ: 3 plain consumers) read from first for 30 s, far behind the tail|$SMEM --groups 3|$SMEM --consumers 3"
+	"s100|100 groups of 1 at the tail of one stream, 1P at 1,000 msg/s (100,000 deliveries/s): broker CPU per delivery (against s100.1)|$S100 --groups 100|-"
+	"s100.1|1 group at the tail of one stream, 1P at 1,000 msg/s: broker CPU per delivery, s100's baseline|$S100 --groups 1|-"
+	"s100.0|no consumer, 1P at 1,000 msg/s: the publishing CPU that s100's and s100.1's include (CPU per delivery of G groups = (CPU µs/msg - s100.0's) / G)|$S100 --consumers 0|-"
+)
 if [[ $# -gt 0 ]]; then
 	want=" $* "
 	sel=()
 	for s in "${SCENARIOS[@]}" "${STREAM_SCENARIOS[@]}"; do
 		n=${s%%|*}
 		[[ $want == *" $n "* || $want == *" ${n:0:2} "* ]] && sel+=("$s")
+	done
+	for s in "${GROUP_SCENARIOS[@]}"; do
+		n=${s%%|*}
+		[[ $want == *" $n "* || $want == *" groups "* ]] && sel+=("$s")
 	done
 	SCENARIOS=("${sel[@]}")
 fi
@@ -207,12 +235,13 @@ run_one() { # name broker round args...
 		fi
 		url=$RABBIT_URL pid=$RABBIT_PID
 	fi
-	local f=$OUT/$name.$broker.$round.json
+	local f=$OUT/$name.$broker.$round.json tmo=$RUN_TIMEOUT
+	[[ $name == smem && $tmo -lt 900 ]] && tmo=900
 	rm -f "$f"
 	# Hard bound on the whole run: load + drain + setup/teardown margin.
 	local rc try
 	for try in 1 2 3; do
-		timeout -k 5 240 "$PERF" --url "$url" --broker-pid "$pid" --quiet --json "$f" $Q "$@" >/dev/null 2>"$OUT/$name.$broker.$round.err"
+		timeout -k 5 "$tmo" "$PERF" --url "$url" --broker-pid "$pid" --quiet --json "$f" $Q "$@" >/dev/null 2>"$OUT/$name.$broker.$round.err"
 		rc=$?
 		# The shared RabbitMQ is sometimes restarted (stop_app/start_app)
 		# by other users of the machine: retry a run that could not connect.
@@ -226,29 +255,32 @@ run_one() { # name broker round args...
 	if [[ ! -s $f ]]; then
 		jq -n --arg e "no summary (exit $rc): $(tail -c 300 "$OUT/$name.$broker.$round.err")" '{errors:[$e]}' >"$f"
 	fi
-	jq -c --arg b "$broker" '{broker:$b, sent, confirmed, received, lost, send_rate, confirm_rate, receive_rate, p99:.latency_ms.p99, cpu:.broker_cpu_seconds, rss_kb:.broker_rss_kb, kb_per_connection, errors:(.errors|length)}' "$f" >&2
+	jq -c --arg b "$broker" '{broker:$b, sent, confirmed, received, lost, send_rate, confirm_rate, receive_rate, p99:.latency_ms.p99, cpu:.broker_cpu_seconds, rss_kb:.broker_rss_kb, kb_per_connection, errors:(.errors|length), groups:((.groups // []) | map({name, received, duplicates, lost, order_violations}) | if length > 3 then .[:3] + ["..."] else . end)}' "$f" >&2
 	sleep 2
 }
 
 [[ -n $BASE_REV ]] && log "second broker: Warren built from $BASE_REV on port $BASE_PORT"
 log "results in $OUT; rounds $ROUNDS; duration ${DUR}s; Warren $WARREN_URL pid $WARREN_PID; RabbitMQ $RABBIT_URL pid $RABBIT_PID"
 for s in "${SCENARIOS[@]}"; do
-	IFS='|' read -r name desc args <<<"$s"
+	IFS='|' read -r name desc args bargs <<<"$s"
+	bargs=${bargs:-$args}
 	log "$name: $desc"
 	for ((r = 1; r <= ROUNDS; r++)); do
 		# shellcheck disable=SC2086
 		run_one "$name" warren "$r" $args
-		# shellcheck disable=SC2086
-		run_one "$name" rabbitmq "$r" $args
+		if [[ $bargs != - ]]; then
+			# shellcheck disable=SC2086
+			run_one "$name" rabbitmq "$r" $bargs
+		fi
 	done
 done
 
 # Table of medians.
 table() {
-	echo "| scenario | broker | sent/s | conf/s | recv/s | p50 ms | p99 ms | p99.9 ms | broker CPU µs/msg | broker CPU % | client CPU % | broker peak RSS MB | KB/conn | lost | errors |"
-	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+	echo "| scenario | broker | sent/s | conf/s | recv/s | p50 ms | p99 ms | p99.9 ms | broker CPU µs/msg | CPU µs/delivery | broker CPU % | client CPU % | broker peak RSS MB | KB/conn | lost | errors |"
+	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for s in "${SCENARIOS[@]}"; do
-		IFS='|' read -r name desc args <<<"$s"
+		IFS='|' read -r name desc args bargs <<<"$s"
 		jq -s -r --arg name "$name" --arg la "$LABEL_A" --arg lb "$LABEL_B" --arg ratio "$RATIO" '
 		def med: map(select(. != null)) | sort | if length == 0 then null elif length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
 		def fig(b): map(select(.broker_tag == b)) | {
@@ -258,32 +290,39 @@ table() {
 			p50: (map(.latency_ms.p50) | med),
 			p99: (map(.latency_ms.p99) | med),
 			p999: (map(.latency_ms.p99_9) | med),
+			n: length,
 			cpumsg: (map(if .broker_cpu_seconds != null and ((.sent // 0) > 0) then .broker_cpu_seconds * 1e6 / .sent else null end) | med),
+			cpudlv: (map(if .broker_cpu_seconds != null and ((.received // 0) > 0) then .broker_cpu_seconds * 1e6 / .received else null end) | med),
 			cpupct: (map(if .broker_cpu_seconds != null and (.elapsed_s // 0) > 0 then 100 * .broker_cpu_seconds / .elapsed_s else null end) | med),
 			clipct: (map(if (.elapsed_s // 0) > 0 then 100 * .client_cpu_seconds / .elapsed_s else null end) | med),
 			rss: (map(if .broker_rss_kb != null then .broker_rss_kb / 1024 else null end) | med),
 			kbc: (map(.kb_per_connection) | med),
 			lost: (map(.lost // 0) | add),
 			dup: (map(.duplicates // 0) | add),
-			ooo: (map((.out_of_order // 0) + (.stream_offset_regressions // 0)) | add),
+			ooo: (map((.out_of_order // 0) + (.stream_offset_regressions // 0) + (.stream_offset_missing // 0)) | add),
 			errs: (map(.errors // [] | length) | add),
 			undrained: (map(select(.drain_timed_out == true)) | length)
 		};
 		def f(x; d): if x == null then "–" else (x * pow(10; d) | round / pow(10; d) | tostring) end;
 		def ratio(a; b): if a == null or b == null or b == 0 then "–" else ((a / b) * 100 | round / 100 | tostring) + "×" end;
 		(fig("warren")) as $w | (fig("rabbitmq")) as $r |
-		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.conf;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost)\(if x.undrained > 0 then " (drain timed out in \(x.undrained) runs)" else "" end)\(if x.dup > 0 or x.ooo > 0 then " (dup \(x.dup), out of order \(x.ooo))" else "" end) | \(x.errs) |";
+		def row(n; x): "| \($name) | \(n) | \(f(x.sent;0)) | \(f(x.conf;0)) | \(f(x.recv;0)) | \(f(x.p50;2)) | \(f(x.p99;2)) | \(f(x.p999;2)) | \(f(x.cpumsg;1)) | \(f(x.cpudlv;2)) | \(f(x.cpupct;0)) | \(f(x.clipct;0)) | \(f(x.rss;0)) | \(f(x.kbc;1)) | \(x.lost)\(if x.undrained > 0 then " (drain timed out in \(x.undrained) runs)" else "" end)\(if x.dup > 0 or x.ooo > 0 then " (dup \(x.dup), out of order \(x.ooo))" else "" end) | \(x.errs) |";
 		row($la; $w),
+		if $r.n == 0 then empty else
 		row($lb; $r),
-		"| \($name) | **\($ratio)** | \(ratio($w.sent;$r.sent)) | \(ratio($w.conf;$r.conf)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |"
+		"| \($name) | **\($ratio)** | \(ratio($w.sent;$r.sent)) | \(ratio($w.conf;$r.conf)) | \(ratio($w.recv;$r.recv)) | \(ratio($w.p50;$r.p50)) | \(ratio($w.p99;$r.p99)) | \(ratio($w.p999;$r.p999)) | \(ratio($w.cpumsg;$r.cpumsg)) | \(ratio($w.cpudlv;$r.cpudlv)) | \(ratio($w.cpupct;$r.cpupct)) | | \(ratio($w.rss;$r.rss)) | \(ratio($w.kbc;$r.kbc)) | | |" end
 		' <(for f in "$OUT/$name".*.json; do b=${f#"$OUT/$name".}; b=${b%%.*}; jq -c --arg b "$b" '. + {broker_tag:$b}' "$f"; done)
 	done
 	echo
 	echo "Scenarios:"
 	echo
 	for s in "${SCENARIOS[@]}"; do
-		IFS='|' read -r name desc args <<<"$s"
-		echo "- **$name** — $desc: \`warren-perf $args\`"
+		IFS='|' read -r name desc args bargs <<<"$s"
+		case ${bargs:-} in
+		"") echo "- **$name** — $desc: \`warren-perf $args\`" ;;
+		-) echo "- **$name** — $desc (Warren only): \`warren-perf $args\`" ;;
+		*) echo "- **$name** — $desc: Warren \`warren-perf $args\`; RabbitMQ \`warren-perf $bargs\`" ;;
+		esac
 	done
 	if [[ -s $OUT/retries.txt ]]; then
 		echo
@@ -303,9 +342,13 @@ if [[ ${UPDATE_MD:-0} == 1 ]]; then
 	MD=$ROOT/BENCHMARKS.md
 	# A run of stream scenarios only has its own section.
 	MARK=results
-	only_streams=1
-	for s in "${SCENARIOS[@]}"; do [[ $s == st* ]] || only_streams=0; done
+	only_streams=1 only_groups=1
+	for s in "${SCENARIOS[@]}"; do
+		[[ $s == st* ]] || only_streams=0
+		[[ $s == sg\|* || $s == smem\|* || $s == s100* ]] || only_groups=0
+	done
 	[[ $only_streams == 1 ]] && MARK=stream-results
+	[[ $only_groups == 1 ]] && MARK=group-results
 	if [[ -f $MD ]] && grep -q "<!-- $MARK:begin -->" "$MD"; then
 		awk -v tf="$OUT/table.md" -v b="<!-- $MARK:begin -->" -v e="<!-- $MARK:end -->" '
 			$0 == b { print; while ((getline l < tf) > 0) print l; skip = 1; next }

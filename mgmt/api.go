@@ -496,6 +496,7 @@ func (s *Server) getQueue(q *request) error {
 	}
 	empty := []any{}
 	j.ConsumerDetails, j.Deliveries, j.Incoming = &details, &empty, &empty
+	s.withStream(&j)
 	return q.reply(j)
 }
 

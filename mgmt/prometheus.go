@@ -137,6 +137,7 @@ func (c *promCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.endpoint != promDetailed {
 		e.totals()
 		e.global()
+		e.streams()
 	}
 	// Always on per-object; on detailed only when some were left out, so
 	// that a scrape of the identity alone stays RabbitMQ's.

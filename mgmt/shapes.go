@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -72,14 +73,10 @@ type queueJSON struct {
 	MessagesReadyDetails      detailsJSON       `json:"messages_ready_details"`
 	MessagesUnacknowledged    int               `json:"messages_unacknowledged"`
 	MessagesUnackedDetails    detailsJSON       `json:"messages_unacknowledged_details"`
-	MessagesRAM               int               `json:"messages_ram"`
-	MessagesReadyRAM          int               `json:"messages_ready_ram"`
-	MessageBytesReady         int64             `json:"message_bytes_ready"`
-	MessagesPagedOut          int               `json:"messages_paged_out"`
-	MessageBytesPagedOut      int64             `json:"message_bytes_paged_out"`
+	*pagedQueueJSON                             // not for streams
+	*streamQueueJSON                            // streams only (streams.go)
 	Consumers                 int               `json:"consumers"`
 	Memory                    int64             `json:"memory"`
-	ExclusiveConsumerTag      *string           `json:"exclusive_consumer_tag"`
 	Policy                    *string           `json:"policy"`
 	OperatorPolicy            *string           `json:"operator_policy"`
 	EffectivePolicyDefinition table             `json:"effective_policy_definition"`
@@ -91,18 +88,36 @@ type queueJSON struct {
 	Incoming        *[]any          `json:"incoming,omitempty"`
 }
 
+// pagedQueueJSON holds the fields of a queue that pages messages out (a
+// classic queue, and the quorum stand-in); RabbitMQ 3.10 shows none of
+// them for a stream.
+type pagedQueueJSON struct {
+	MessagesRAM          int     `json:"messages_ram"`
+	MessagesReadyRAM     int     `json:"messages_ready_ram"`
+	MessageBytesReady    int64   `json:"message_bytes_ready"`
+	MessagesPagedOut     int     `json:"messages_paged_out"`
+	MessageBytesPagedOut int64   `json:"message_bytes_paged_out"`
+	ExclusiveConsumerTag *string `json:"exclusive_consumer_tag"`
+}
+
 func toQueue(node string, q server.QueueInfo, owner *server.ConnectionInfo) queueJSON {
 	j := queueJSON{
 		Name: q.Name, VHost: q.VHost, Durable: q.Durable, AutoDelete: q.AutoDelete, Exclusive: q.Exclusive,
-		Arguments: tableJSON(q.Args), Node: node, State: stateRunning, Type: "classic",
+		Arguments: tableJSON(q.Args), Node: node, State: stateRunning, Type: cmp.Or(q.Type, "classic"),
 		Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
-		MessagesRAM: q.ReadyInMemory + q.Unacked, MessagesReadyRAM: q.ReadyInMemory, MessageBytesReady: q.ReadyBytes,
-		MessagesPagedOut: q.Ready - q.ReadyInMemory, MessageBytesPagedOut: q.ReadyBytes - q.ReadyInMemoryBytes,
 		Consumers: q.Consumers, Memory: q.Memory, EffectivePolicyDefinition: table{},
 	}
-	if q.ExclusiveConsumer != "" {
-		tag := q.ExclusiveConsumer
-		j.ExclusiveConsumerTag = &tag
+	if q.Type == "stream" {
+		j.streamQueueJSON = &streamQueueJSON{Leader: node, Members: []string{node}, Online: []string{node}}
+	} else {
+		j.pagedQueueJSON = &pagedQueueJSON{
+			MessagesRAM: q.ReadyInMemory + q.Unacked, MessagesReadyRAM: q.ReadyInMemory, MessageBytesReady: q.ReadyBytes,
+			MessagesPagedOut: q.Ready - q.ReadyInMemory, MessageBytesPagedOut: q.ReadyBytes - q.ReadyInMemoryBytes,
+		}
+		if q.ExclusiveConsumer != "" {
+			tag := q.ExclusiveConsumer
+			j.ExclusiveConsumerTag = &tag
+		}
 	}
 	if q.Policy != "" {
 		name := q.Policy

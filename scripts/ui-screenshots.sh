@@ -11,5 +11,5 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 command -v chromium >/dev/null 2>&1 || { echo "chromium is not installed: apt-get install -y chromium" >&2; exit 1; }
 WARREN_UI_SCREENSHOTS="$out" WARREN_UI_WARMUP="${WARREN_UI_WARMUP:-60s}" \
-  go test -count=1 -timeout 10m -run '^TestScreenshots$' -v ./mgmt/uitest/
+  go test -count=1 -timeout 10m -run '^(TestScreenshots|TestStreamQueuePage)$' -v ./mgmt/uitest/
 ls "$out"/*.png

@@ -232,6 +232,7 @@ type QueueInfo struct {
 	Exclusive  bool
 	AutoDelete bool
 	Args       map[string]any
+	Type       string // the x-queue-type: classic, quorum, stream
 	// Owner is the name of the connection owning an exclusive queue ("" if
 	// none or unknown).
 	Owner      string
@@ -290,7 +291,7 @@ func (s *Server) queueInfo(v *vhost, q queue.Queue, owners map[uint64]string, ex
 		VHost: v.name, Name: d.Name, Durable: d.Durable, Exclusive: d.Exclusive, AutoDelete: d.AutoDelete,
 		Args: d.Args, Ready: st.Ready, ReadyBytes: st.ReadyBytes, Unacked: st.Unacked, Consumers: st.Consumers,
 		ExclusiveConsumer: excl[q], ReadyInMemory: st.InMemory, ReadyInMemoryBytes: st.InMemoryBytes,
-		Memory: queueMemory(st.InMemory, st.InMemoryBytes),
+		Memory: queueMemory(st.InMemory, st.InMemoryBytes), Type: q.Type().Info().Name,
 	}
 	if d.Exclusive {
 		qi.Owner = owners[d.Owner]

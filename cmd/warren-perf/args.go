@@ -133,6 +133,9 @@ func (c *Config) validateQueueType() error {
 		}
 		c.ConsumeArgs.put("x-stream-offset", v)
 	}
+	if err := c.validateGroups(); err != nil {
+		return err
+	}
 	if c.QueueType == "stream" && c.Consumers > 0 && c.ConnectionsOnly == 0 {
 		if c.AutoAck {
 			return errors.New("--queue-type stream: stream consumers need manual acks, drop --auto-ack")
@@ -157,6 +160,9 @@ func (c *Config) queueArgs() amqp.Table {
 			t = amqp.Table{}
 		}
 		t["x-queue-type"] = c.QueueType
+	}
+	if c.Partitions > 0 {
+		t["x-stream-partitions"] = int64(c.Partitions)
 	}
 	return t
 }

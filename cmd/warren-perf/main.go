@@ -101,6 +101,12 @@ func parseFlags(args []string) (Config, error) {
 	fs.Var(&c.ConsumeArgs, "consume-arg", "basic.consume argument k=v (repeatable), typed as --queue-arg")
 	fs.StringVar(&c.StreamOffset, "stream-offset", "", "stream consumers: x-stream-offset first|last|next|N|interval (10m; units Y M D h m s)")
 	fs.BoolVar(&c.ConsumersAfterPublish, "consumers-after-publish", false, "start consumers once publishing (and its confirms) is done: with --stream-offset first, recv/s is the replay rate")
+	fs.IntVar(&c.Partitions, "partitions", 0, "stream: declare with x-stream-partitions N (0 = no argument)")
+	fs.IntVar(&c.PartitionKeys, "partition-keys", 0, "stream: each message's x-stream-partition-key header is one of K keys, in turn (0 = no header: the broker's round robin)")
+	fs.IntVar(&c.Groups, "groups", 0, "stream consumer groups: G groups of --members consumers each, with x-stream-group (overrides --consumers); each group must get every confirmed message")
+	fs.IntVar(&c.Members, "members", 1, "consumers per group (--groups)")
+	fs.BoolVar(&c.StaticGroups, "static-groups", false, "--groups without x-stream-group (for brokers without groups, e.g. RabbitMQ: one stream per partition): member m of each group consumes the queues q with q % members == m")
+	fs.DurationVar(&c.ConsumeFor, "consume-for", 0, "stop consumers this long after they start, whether or not they got everything (lagging readers: no loss check)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -74,6 +74,7 @@ func (r *runner) produce(ctx, pubCtx context.Context, ps *producerState, end *ti
 		interval = time.Duration(float64(time.Second) / cfg.Rate)
 	}
 	done := pubCtx.Done()
+	keys := r.keyHeaders(ps)
 	var seq int64
 publish:
 	for ; cfg.Count == 0 || seq < cfg.Count; seq++ {
@@ -114,9 +115,13 @@ publish:
 			}
 		}
 		rt := ps.routes[seq%int64(len(ps.routes))]
+		headers := rt.headers
+		if keys != nil {
+			headers = keys[seq%int64(len(keys))]
+		}
 		encodeBody(body, time.Now().UnixNano(), ps.id, uint32(seq))
 		err := ch.Publish(cfg.Exchange, rt.key, false, false, amqp.Publishing{
-			Headers:      rt.headers,
+			Headers:      headers,
 			DeliveryMode: mode,
 			Body:         body,
 		})
@@ -183,7 +188,7 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 	merged := make(chan delivery, 256)
 	var fwd sync.WaitGroup
 	for i, q := range qs {
-		msgs, err := ch.Consume(r.queues[q], fmt.Sprintf("warren-perf-%d-%d", id, i), cfg.AutoAck, false, false, false, cfg.ConsumeArgs.table())
+		msgs, err := ch.Consume(r.queues[q], fmt.Sprintf("warren-perf-%d-%d", id, i), cfg.AutoAck, false, false, false, r.consumeArgs(id))
 		if err != nil {
 			r.fail("consumer %d: consume %s: %v", id, r.queues[q], err)
 			ready <- struct{}{}
@@ -226,7 +231,7 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 			t.add(seq)
 		}
 		if stream {
-			cs.checkOffset(d, q)
+			cs.checkOffset(d, q, cfg.Partitions > 1)
 		}
 		if r.received.Add(1) == 1 {
 			r.firstRecv.Store(now)
@@ -299,19 +304,51 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 }
 
 // checkOffset checks a stream delivery's x-stream-offset header: present,
-// and above the previous one from queue q.
-func (cs *consumerState) checkOffset(d amqp.Delivery, q int) {
+// and above the previous one from queue q and the same partition (the
+// x-stream-partition header, which a partitioned stream must send).
+func (cs *consumerState) checkOffset(d amqp.Delivery, q int, partitioned bool) {
 	o, ok := d.Headers["x-stream-offset"].(int64)
 	if !ok {
 		cs.offsetMissing++
 		return
 	}
-	if cs.lastOffset == nil {
-		cs.lastOffset = map[int]int64{}
+	part := 0
+	if partitioned {
+		p, ok := intHeader(d.Headers["x-stream-partition"])
+		if !ok {
+			cs.partitionMissing++
+			return
+		}
+		part = int(p)
 	}
-	if last, seen := cs.lastOffset[q]; seen && o <= last {
+	if cs.lastOffset == nil {
+		cs.lastOffset = map[[2]int]int64{}
+	}
+	k := [2]int{q, part}
+	if last, seen := cs.lastOffset[k]; seen && o <= last {
 		cs.offsetRegressed++
 		return
 	}
-	cs.lastOffset[q] = o
+	cs.lastOffset[k] = o
+}
+
+// intHeader reads an integer header of any width.
+func intHeader(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	}
+	return 0, false
 }

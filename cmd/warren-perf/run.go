@@ -55,6 +55,14 @@ type Config struct {
 	ConsumeArgsJSON       amqp.Table `json:"consume_args,omitempty"`
 	StreamOffset          string     `json:"stream_offset,omitempty"`
 	ConsumersAfterPublish bool       `json:"consumers_after_publish,omitempty"`
+
+	// Partitioned streams and consumer groups (groups.go).
+	Partitions    int           `json:"partitions,omitempty"`
+	PartitionKeys int           `json:"partition_keys,omitempty"`
+	Groups        int           `json:"groups,omitempty"`
+	Members       int           `json:"members,omitempty"`
+	StaticGroups  bool          `json:"static_groups,omitempty"`
+	ConsumeFor    time.Duration `json:"-"`
 }
 
 func (c *Config) validate() error {
@@ -150,6 +158,8 @@ type Summary struct {
 	KBPerConnection    *float64 `json:"kb_per_connection,omitempty"`
 	Errors             []string `json:"errors,omitempty"`
 	ConsumersCancelled int64    `json:"consumers_cancelled,omitempty"`
+	// Groups is the per-group report of --groups.
+	Groups []GroupSummary `json:"groups,omitempty"`
 }
 
 // route is where one message goes: its routing key (and headers) and the
@@ -175,9 +185,10 @@ type consumerState struct {
 	bad      int64
 	// Stream offsets: the last x-stream-offset per queue, and the checks
 	// on them (owned by the consumer goroutine).
-	lastOffset      map[int]int64
-	offsetRegressed int64
-	offsetMissing   int64
+	lastOffset       map[[2]int]int64 // by (queue, partition)
+	offsetRegressed  int64
+	offsetMissing    int64
+	partitionMissing int64 // partitioned stream deliveries without x-stream-partition
 }
 
 type runner struct {
@@ -293,7 +304,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	if cfg.ExchangeType == "fanout" || (cfg.ExchangeType == "direct" && cfg.RoutingKey != "") {
 		r.fanout = int64(cfg.Queues)
 	}
-	if cfg.QueueType == "stream" && len(r.readers[0]) > 1 {
+	if cfg.Groups > 0 {
+		r.fanout *= int64(cfg.Groups) // every group gets everything
+	} else if cfg.QueueType == "stream" && len(r.readers[0]) > 1 {
 		r.fanout *= int64(len(r.readers[0])) // every reader of a stream gets everything
 	}
 
@@ -411,6 +424,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		<-delayedStart
 	}
 	expected, known := r.expected()
+	if cfg.ConsumeFor > 0 {
+		// Lagging readers: they read for --consume-for, whatever is left.
+		known = false
+		consumerMu.Lock()
+		until := consumerStartAt.Add(cfg.ConsumeFor)
+		consumerMu.Unlock()
+		for time.Now().Before(until) && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	if cfg.Consumers > 0 && consumersStarted.Load() {
 		base := pubEnd
 		consumerMu.Lock()
@@ -421,7 +444,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		deadline := base.Add(cfg.DrainTimeout)
 		lastN, lastChange := int64(-1), time.Now()
 		drained := false
-		for time.Now().Before(deadline) && ctx.Err() == nil {
+		for cfg.ConsumeFor == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 			n := r.received.Load()
 			if known && n >= expected {
 				drained = true
@@ -462,6 +485,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		sum.ReceiveRate = float64(sum.Received-1) / (float64(l-f) / 1e9)
 	}
 	var all histogram
+	if cfg.Groups > 0 {
+		sum.Groups = r.groupSummaries() // before the merge below changes the trackers
+	}
 	merged := map[uint64]*bitset{}
 	for _, cs := range r.consumers {
 		cs.mu.Lock()
@@ -469,10 +495,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		cs.mu.Unlock()
 		sum.BadBodies += cs.bad
 		sum.StreamOffsetRegressions += cs.offsetRegressed
-		sum.StreamOffsetMissing += cs.offsetMissing
+		sum.StreamOffsetMissing += cs.offsetMissing + cs.partitionMissing
 		for k, t := range cs.trackers {
 			sum.Duplicates += t.duplicates
-			sum.OutOfOrder += t.outOfOrder
+			if !r.interleaved() {
+				sum.OutOfOrder += t.outOfOrder
+			}
 			if m, ok := merged[k]; ok {
 				sum.Duplicates += m.orCount(&t.seen)
 			} else {
@@ -490,6 +518,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		lost := r.countLost(merged)
 		sum.Expected = &expected
 		sum.Lost = &lost
+	}
+	if known && cfg.Groups > 0 && consumersStarted.Load() {
+		for g := range sum.Groups {
+			lost := r.countLostIn(merged, func(tq int) bool { return tq/cfg.Queues == g })
+			sum.Groups[g].Lost = &lost
+		}
 	}
 	bs.fill(sum)
 	if sum.BrokerCPUSeconds != nil {
@@ -515,7 +549,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	sum.Errors = append(sum.Errors, r.errors...)
 	r.errMu.Unlock()
 	if sum.StreamOffsetRegressions > 0 || sum.StreamOffsetMissing > 0 {
-		r.fail("stream deliveries: %d x-stream-offset headers not rising, %d missing", sum.StreamOffsetRegressions, sum.StreamOffsetMissing)
+		r.fail("stream deliveries: %d x-stream-offset headers not rising (per partition), %d without x-stream-offset or x-stream-partition", sum.StreamOffsetRegressions, sum.StreamOffsetMissing)
 	}
 	if sum.Lost != nil && *sum.Lost > 0 {
 		if sum.DrainTimedOut {
@@ -529,6 +563,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 
 // consumerQueues is the queues consumer i subscribes to.
 func (r *runner) consumerQueues(i int) []int {
+	if r.cfg.Groups > 0 {
+		return r.memberQueues(i)
+	}
 	var qs []int
 	for q := i % r.cfg.Queues; q < r.cfg.Queues; q += r.cfg.Consumers {
 		qs = append(qs, q)
@@ -544,6 +581,9 @@ func (r *runner) consumerQueues(i int) []int {
 // messages; for streams, where each reader gets every message, one index
 // per (consumer, queue).
 func (r *runner) trackQueue(c, q int) int {
+	if r.cfg.Groups > 0 {
+		return r.groupOf(c)*r.cfg.Queues + q // a group's members share
+	}
 	if r.cfg.QueueType == "stream" {
 		return c*r.cfg.Queues + q
 	}
@@ -555,6 +595,13 @@ func (r *runner) trackQueue(c, q int) int {
 func (r *runner) trackQueues(q int) []int {
 	if r.cfg.QueueType != "stream" {
 		return []int{q}
+	}
+	if r.cfg.Groups > 0 {
+		ts := make([]int, r.cfg.Groups)
+		for g := range ts {
+			ts[g] = g*r.cfg.Queues + q
+		}
+		return ts
 	}
 	var ts []int
 	for _, c := range r.readers[q] {
@@ -664,6 +711,11 @@ func (r *runner) expected() (int64, bool) {
 // countLost counts messages that were sent (and confirmed, with confirms)
 // but never reached a queue's consumer.
 func (r *runner) countLost(got map[uint64]*bitset) int64 {
+	return r.countLostIn(got, func(int) bool { return true })
+}
+
+// countLostIn is countLost for the tracking indices in counts.
+func (r *runner) countLostIn(got map[uint64]*bitset, counts func(tq int) bool) int64 {
 	var lost int64
 	empty := &bitset{}
 	for _, ps := range r.producers {
@@ -679,6 +731,9 @@ func (r *runner) countLost(got map[uint64]*bitset) int64 {
 			}
 			for qi := lo; qi < hi; qi++ {
 				for _, tq := range r.trackQueues(qi) {
+					if !counts(tq) {
+						continue
+					}
 					b := got[trackKey(ps.id, tq)]
 					if b == nil {
 						b = empty

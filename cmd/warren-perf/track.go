@@ -46,9 +46,11 @@ type seqTracker struct {
 	any        bool
 	outOfOrder int64
 	duplicates int64
+	count      int // messages added, duplicates included
 }
 
 func (t *seqTracker) add(seq uint32) {
+	t.count++
 	if t.seen.set(seq) {
 		t.duplicates++
 		return

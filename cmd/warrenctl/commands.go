@@ -63,6 +63,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		c.exportCmd(), c.importCmd(), c.publishCmd(), c.getCmd(), c.healthCmd(), c.statusCmd(), c.environmentCmd())
 	root.AddCommand(c.accessCmds()...)
 	root.AddCommand(c.rabbitCmds()...)
+	root.AddCommand(c.streamCmds()...)
 	pf.BoolVarP(&c.quiet, "quiet", "q", false, "rabbitmqctl commands: no informational lines")
 	pf.StringVar(&c.formatter, "formatter", "", "rabbitmqctl commands: table (tab-separated, the default) or json")
 	return root

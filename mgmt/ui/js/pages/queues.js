@@ -57,6 +57,12 @@ export async function queue(ctx) {
   const chartsEl = h('div', { class: 'charts' });
   const consumersEl = h('div');
   const bindingsEl = h('div');
+  // A stream's partitions and consumer groups, shown once the queue turns
+  // out to be one.
+  const partitionsEl = h('div', { id: 'stream-partitions' });
+  const groupsEl = h('div', { id: 'stream-groups' });
+  const streamSections = [section('Partitions', partitionsEl), section('Consumer groups', groupsEl)];
+  for (const s of streamSections) s.hidden = true;
   const getResult = h('div', { class: 'messages', 'aria-live': 'polite' });
 
   const refreshBindings = async () => {
@@ -114,6 +120,7 @@ export async function queue(ctx) {
     h('h1', null, 'Queue ', h('span', { class: 'objname' }, name)),
     section('Overview', rangeSelect(() => refresh()), chartsEl, factsEl),
     section('Consumers', consumersEl),
+    ...streamSections,
     section('Bindings', bindingsEl, h('h3', null, 'Add binding to this queue'), bindForm({ vhost, dest: name, destType: 'queue', onDone: refreshBindings })),
     section('Publish message', h('p', { class: 'hint' }, 'Published to the default exchange with this queue\'s name as the routing key.'), pubForm.el),
     section('Get messages', h('p', { class: 'hint warn' }, 'Getting messages from a queue is a destructive action: with "Nack message requeue true" they go back to the queue, redelivered.'), getForm.el, getResult),
@@ -132,11 +139,20 @@ export async function queue(ctx) {
         ['Consumers', fmtNum(q.consumers)], ['Exclusive owner', q.owner_pid_details ? h('a', { href: link('connections', q.owner_pid_details.name) }, q.owner_pid_details.name) : 'None'],
         ['Policy', q.policy || ''], ['Arguments', args(q.arguments)],
       ]),
-      facts([
+      facts(q.type === 'stream' ? [
+        ['Messages', h('span', { 'data-field': 'messages' }, fmtNum(q.messages))], ['Unacked', fmtNum(q.messages_unacknowledged)],
+        ['Partitions', fmtNum((q.partitions || []).length)], ['Committed offset', q.committed_offset === undefined ? '—' : fmtNum(q.committed_offset)],
+        ['Bytes', fmtBytes((q.partitions || []).reduce((n, p) => n + p.bytes, 0))], ['Leader', q.leader],
+      ] : [
         ['Ready', fmtNum(q.messages_ready)], ['Unacked', fmtNum(q.messages_unacknowledged)], ['Total', h('span', { 'data-field': 'messages' }, fmtNum(q.messages))],
         ['Ready bytes', fmtBytes(q.message_bytes_ready)], ['Paged out', `${fmtNum(q.messages_paged_out)} (${fmtBytes(q.message_bytes_paged_out)})`],
         ['Memory', fmtBytes(q.memory)], ['Node', q.node],
       ])));
+    if (q.type === 'stream') {
+      for (const s of streamSections) s.hidden = false;
+      clear(partitionsEl, streamPartitions(q.partitions || []));
+      clear(groupsEl, streamGroups(q.groups || []));
+    }
     // The broker's samples (ten minutes of them), or, should it have none,
     // the page's own.
     const queuedNow = { ready: q.messages_ready, unacked: q.messages_unacknowledged, total: q.messages };
@@ -167,8 +183,47 @@ export async function queue(ctx) {
   return { refresh };
 }
 
-// queueType is the type the queue was declared with (Warren runs every
-// type as a classic queue; the API says so in "type").
+// listTable is a table of class list with headers cols (a header is
+// numeric when it starts with '#') and rows of cells.
+function listTable(cols, rows) {
+  return h('div', { class: 'scroll' }, h('table', { class: 'list' },
+    h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col', class: c.startsWith('#') ? 'num' : null }, c.replace(/^#/, ''))))),
+    h('tbody', null, rows.map((r) => h('tr', null, r.map((v, i) => h('td', { class: cols[i].startsWith('#') ? 'num' : null }, v)))))));
+}
+
+// streamPartitions is a stream's partitions: offsets, messages, segments
+// and bytes of each.
+function streamPartitions(ps) {
+  return listTable(['#Partition', '#First offset', '#Next offset', '#Messages', '#Segments', '#Bytes'],
+    ps.map((p) => [fmtNum(p.partition), fmtNum(p.first_offset), fmtNum(p.next_offset), fmtNum(p.messages), fmtNum(p.segments), fmtBytes(p.bytes)]));
+}
+
+// streamGroups is a stream's consumer groups: one row per group and
+// partition (the group's members and total lag on its first row), each
+// partition's owner linked to its channel.
+function streamGroups(gs) {
+  if (gs.length === 0) return h('p', { class: 'empty' }, '… no consumer groups …');
+  const rows = [];
+  for (const g of gs) {
+    const chan = new Map(g.members.map((m) => [m.consumer_tag, m.channel_details]));
+    const members = g.members.length === 0 ? h('span', { class: 'hint' }, 'none')
+      : h('span', null, g.members.map((m) => h('div', null, h('a', { href: link('channels', m.channel_details.name), title: m.channel_details.name }, m.consumer_tag),
+        m.partitions.length ? ` (${m.partitions.join(', ')})` : ' (standby)')));
+    g.partitions.forEach((p, i) => {
+      const cd = p.owner === null ? null : chan.get(p.owner);
+      rows.push([
+        i === 0 ? h('b', { 'data-group': g.name }, g.name) : '', i === 0 ? members : '', i === 0 ? fmtNum(g.lag) : '',
+        fmtNum(p.partition), p.owner === null ? '—' : cd ? h('a', { href: link('channels', cd.name) }, p.owner) : p.owner,
+        p.committed ? fmtNum(p.committed_offset) : h('span', { class: 'hint', title: 'never committed: where the group would start' }, `(${fmtNum(p.committed_offset)})`),
+        fmtNum(p.lag),
+      ]);
+    });
+  }
+  return listTable(['Group', 'Members (partitions)', '#Lag', '#Partition', 'Owner', '#Committed offset', '#Partition lag'], rows);
+}
+
+// queueType is the type the queue was declared with, marked when Warren
+// runs it as another type (the API says which in "type").
 function queueType(q) {
   const t = (q.arguments || {})['x-queue-type'];
   return t && t !== q.type ? h('span', { title: `Declared ${t}; Warren runs it as a ${q.type} queue` }, t) : q.type;

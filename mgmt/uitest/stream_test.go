@@ -1,0 +1,160 @@
+package uitest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// TestStreamQueuePage: a stream's page shows its partitions and consumer
+// groups as the API has them (the groups once the broker's streams have
+// them). With WARREN_UI_SCREENSHOTS set it writes stream.png there.
+func TestStreamQueuePage(t *testing.T) {
+	e := start(t, envOpts{})
+	conn, err := amqp091.Dial(e.amqp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := amqp091.Table{"x-queue-type": "stream", "x-stream-partitions": int32(3)}
+	if _, err := ch.QueueDeclare("events", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		dc, err := ch.PublishWithDeferredConfirm("", "events", false, false, amqp091.Publishing{
+			Body: []byte(strings.Repeat("x", 100)), Headers: amqp091.Table{"x-stream-partition-key": fmt.Sprintf("user-%d", i)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dc.Wait() {
+			t.Fatal("nacked")
+		}
+	}
+	// Two groups where the broker has them: billing's member acks half of
+	// what it gets, audit's two members ack nothing.
+	consume := func(tag, group string, acks int) {
+		c, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Qos(100, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		dels, err := c.Consume("events", tag, false, false, false, false, amqp091.Table{"x-stream-group": group, "x-stream-offset": "first"})
+		if err != nil {
+			return
+		}
+		go func() {
+			n := 0
+			for d := range dels {
+				if n++; n <= acks {
+					d.Ack(false)
+				}
+			}
+		}()
+	}
+	consume("billing-1", "billing", 6)
+	consume("audit-1", "audit", 0)
+	consume("audit-2", "audit", 0)
+	var gs []map[string]any
+	e.getJSON("/api/stream-groups/%2F/events", &gs)
+	groups := len(gs) > 0
+
+	e.login("guest", "guest")
+	e.open("#/queues/%2F/events", "queues")
+	e.waitJS("partitions table", `document.querySelector('#stream-partitions tbody tr')`)
+	var q struct {
+		Raw []map[string]any `json:"partitions"`
+	}
+	e.getJSON("/api/queues/%2F/events", &q)
+	rows := eval[[][]string](e, "partition rows", `[...document.querySelectorAll('#stream-partitions tbody tr')].map(r => [...r.cells].map(c => c.innerText))`)
+	if len(rows) != len(q.Raw) || len(rows) == 0 {
+		t.Fatalf("partition rows %v, API %v", rows, q.Raw)
+	}
+	for i, p := range q.Raw {
+		for j, k := range []string{"partition", "first_offset", "next_offset", "messages", "segments"} {
+			if want := fmtNumber(p[k].(float64)); rows[i][j] != want {
+				t.Errorf("partition %d %s: page %q, API %q", i, k, rows[i][j], want)
+			}
+		}
+		if want := fmtBytes(p["bytes"].(float64)); rows[i][5] != want {
+			t.Errorf("partition %d bytes: page %q, API %q", i, rows[i][5], want)
+		}
+	}
+	if !groups {
+		if got := e.text("#stream-groups"); got != "… no consumer groups …" {
+			t.Errorf("groups without any: %q", got)
+		}
+	} else {
+		// The page refreshes every 5 s; wait for it to show the API's
+		// groups and lags.
+		e.choose("#refresh", "2")
+		want := func() string {
+			e.getJSON("/api/stream-groups/%2F/events", &gs)
+			var b strings.Builder
+			for _, g := range gs {
+				for _, p := range g["partitions"].([]any) {
+					p := p.(map[string]any)
+					owner := "—"
+					if o, ok := p["owner"].(string); ok {
+						owner = o
+					}
+					fmt.Fprintf(&b, "%s %v %s %s|", g["name"], p["partition"], owner, fmtNumber(p["lag"].(float64)))
+				}
+			}
+			return b.String()
+		}
+		page := `(() => { let g = ''; return [...document.querySelectorAll('#stream-groups tbody tr')].map(r => { const c = [...r.cells].map(x => x.innerText);
+			if (c[0]) g = c[0]; return g + ' ' + c[3] + ' ' + c[4] + ' ' + c[6] + '|'; }).join(''); })()`
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			w, got := want(), eval[string](e, "group rows", page)
+			if w == got && w != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group rows:\n page %s\n API  %s", got, w)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// An owner links to its channel's page.
+		href := eval[string](e, "owner link", `(document.querySelector('#stream-groups tbody td:nth-child(5) a') || {}).hash || ''`)
+		if !strings.HasPrefix(href, "#/channels/") {
+			t.Errorf("owner link %q, want a channel's page", href)
+		}
+	}
+	e.checkRendered("stream page")
+	if dir := os.Getenv("WARREN_UI_SCREENSHOTS"); dir != "" {
+		ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+		defer cancel()
+		full, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`Math.ceil(document.documentElement.scrollHeight)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, max(800, full))); err != nil {
+			t.Fatal(err)
+		}
+		b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stream.png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
