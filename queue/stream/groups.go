@@ -233,9 +233,7 @@ func (q *Queue) move(g *cgroup, gp *groupPart, ev group.Event) {
 		if k := g.members[ev.From]; k != nil {
 			k.curs = slices.DeleteFunc(k.curs, func(x *cursor) bool { return x == c })
 		}
-		if c.r != nil {
-			c.r.Close()
-		}
+		c.close()
 		delete(q.cursors, c.id)
 		gp.cur = nil
 	}
@@ -252,16 +250,9 @@ func (q *Queue) move(g *cgroup, gp *groupPart, ev group.Event) {
 	if to == nil {
 		return
 	}
-	p := q.parts[gp.n]
 	q.nextCursor++
-	c := &cursor{id: q.nextCursor, p: p, gp: gp, gen: ev.Gen}
-	r, err := p.log.ReaderAt(uint64(max(gp.w.High(), 0)))
-	if err != nil {
-		q.typ.logErr(err, "stream read failed; a group member gets nothing of a partition")
-		c.err = true
-	} else {
-		c.r = r
-	}
+	c := newCursor(q.parts[gp.n], uint64(max(gp.w.High(), 0)), nil)
+	c.id, c.gp, c.gen = q.nextCursor, gp, ev.Gen
 	q.cursors[c.id] = c
 	gp.cur = c
 	to.curs = append(to.curs, c)

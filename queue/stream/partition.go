@@ -16,9 +16,10 @@ import (
 
 // partition is one log of a stream and its writer.
 type partition struct {
-	q   *Queue
-	n   int
-	log *Log
+	q    *Queue
+	n    int
+	log  *Log
+	tail *tailCache
 
 	// The writer's inbox: records in offset order (their slices are the
 	// messages': the writer encodes them into its batch) and their
@@ -43,12 +44,12 @@ func partitionDir(dir string, n int) string {
 	return filepath.Join(dir, "p"+strconv.Itoa(n))
 }
 
-func openPartition(q *Queue, n int, dir string, s Settings) (*partition, error) {
+func openPartition(q *Queue, n, partitions int, dir string, s Settings) (*partition, error) {
 	l, err := OpenLog(partitionDir(dir, n), s.SegmentSize)
 	if err != nil {
 		return nil, err
 	}
-	return &partition{q: q, n: n, log: l, settings: s, retune: true, wake: make(chan struct{}, 1), stopped: make(chan struct{})}, nil
+	return &partition{q: q, n: n, log: l, tail: newTailCache(partitions), settings: s, retune: true, wake: make(chan struct{}, 1), stopped: make(chan struct{})}, nil
 }
 
 func (p *partition) start() {
@@ -130,9 +131,13 @@ func (p *partition) writer() {
 		}
 		if len(batch) > 0 {
 			segs := p.log.Segments()
+			// The cache may hold them first: readers see only what the
+			// log says is synced.
+			p.tail.add(batch)
 			err := p.log.Write(batch)
 			if err != nil {
 				p.q.typ.logErr(err, "stream write failed; the stream takes no more publishes")
+				p.tail.drop(^uint64(0))
 				p.wmu.Lock()
 				p.failed = err
 				p.wmu.Unlock()
@@ -177,6 +182,7 @@ func (p *partition) retain() {
 		return
 	}
 	first, _, _ := p.log.Bounds()
+	p.tail.drop(first)
 	p.q.released(p.n, first)
 }
 

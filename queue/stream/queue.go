@@ -82,15 +82,81 @@ type consumer struct {
 	expiry   *time.Timer
 }
 
-// cursor reads one partition for one consumer.
+// cursor reads one partition for one consumer: from the partition's
+// tail cache while next is in it, else from the file (r, opened or moved
+// to next when needed).
 type cursor struct {
-	id   uint64 // 0 for a plain consumer's; a group cursor's key in Queue.cursors
-	p    *partition
-	r    *Reader
-	held *queue.Entry // read, refused by the consumer, offered again first
-	err  bool         // its reader hit damage; it gets nothing more
-	gp   *groupPart   // a group member's: the (group, partition) it serves
-	gen  group.Generation
+	id     uint64 // 0 for a plain consumer's; a group cursor's key in Queue.cursors
+	p      *partition
+	next   uint64  // the offset it reads next
+	r      *Reader // nil until it reads the file
+	held   *queue.Entry // read, refused by the consumer, offered again first
+	err    bool         // its reader hit damage; it gets nothing more
+	closed bool
+	gp     *groupPart // a group member's: the (group, partition) it serves
+	gen    group.Generation
+}
+
+// newCursor starts a cursor of p at off; r, when set, is a reader already
+// there.
+func newCursor(p *partition, off uint64, r *Reader) *cursor {
+	p.tail.attach()
+	return &cursor{p: p, next: off, r: r}
+}
+
+// close releases the cursor's file and its hold on the tail cache.
+func (c *cursor) close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if c.r != nil {
+		c.r.Close()
+	}
+	c.p.tail.detach()
+}
+
+// item is a record a cursor read.
+type item struct {
+	off       uint64
+	msg       *queue.Message
+	filter    string
+	hasFilter bool
+}
+
+// read returns the record at the cursor and moves past it; ok is false
+// when there is none yet.
+func (c *cursor) read() (item, bool, error) {
+	first, end, _ := c.p.log.Bounds()
+	if c.next < first {
+		c.next = first // retention dropped what it had not read
+	}
+	if c.next >= end {
+		return item{}, false, nil
+	}
+	if e, hit := c.p.tail.get(c.next); hit {
+		it := item{off: c.next, msg: e.msg, filter: e.filter, hasFilter: e.hasFilter}
+		c.next++
+		return it, true, nil
+	}
+	if c.r == nil || c.r.Offset() != c.next {
+		if c.r != nil {
+			c.r.Close()
+		}
+		r, err := c.p.log.ReaderAt(c.next)
+		if err != nil {
+			c.r = nil
+			return item{}, false, err
+		}
+		c.r = r
+	}
+	rec, ok, err := c.r.Next()
+	if err != nil || !ok {
+		return item{}, false, err
+	}
+	e := entryOf(&rec)
+	c.next = rec.Offset + 1
+	return item{off: rec.Offset, msg: e.Msg, filter: rec.Filter, hasFilter: rec.HasFilter}, true, nil
 }
 
 // ref is what a delivery's Entry.Ref holds: the cursor id and the
@@ -109,7 +175,7 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 		cursors: map[uint64]*cursor{}, groups: map[string]*cgroup{},
 		dwake: make(chan struct{}, 1), dstop: make(chan struct{}), dstopped: make(chan struct{})}
 	for i := range n {
-		p, err := openPartition(q, i, dir, s)
+		p, err := openPartition(q, i, n, dir, s)
 		if err != nil {
 			for _, p := range q.parts {
 				p.log.Close()
@@ -261,7 +327,9 @@ func (q *Queue) released(n int, first uint64) {
 			if c.p.n != n {
 				continue
 			}
-			c.r.Release(first)
+			if c.r != nil {
+				c.r.Release(first)
+			}
 			if c.held != nil && c.held.Seq < first {
 				c.held = nil // read but not delivered: it is gone too
 			}
@@ -344,7 +412,7 @@ func (q *Queue) offer(k *consumer, c *cursor, ctx any) outcome {
 	}
 	if c.held == nil {
 		for {
-			rec, ok, err := c.r.Next()
+			it, ok, err := c.read()
 			if err != nil {
 				q.typ.logErr(err, "stream read failed; the consumer gets nothing more")
 				c.err = true
@@ -353,16 +421,14 @@ func (q *Queue) offer(k *consumer, c *cursor, ctx any) outcome {
 			if !ok {
 				return empty
 			}
-			if gp != nil && gp.skipped(int64(rec.Offset)) || !k.filter.match(rec.Filter, rec.HasFilter) {
+			if gp != nil && gp.skipped(int64(it.off)) || !k.filter.match(it.filter, it.hasFilter) {
 				if gp != nil {
-					gp.w.Pass(int64(rec.Offset))
+					gp.w.Pass(int64(it.off))
 					gp.changed()
 				}
 				continue
 			}
-			e := entryOf(&rec)
-			e.Ref = c.ref()
-			c.held = &e
+			c.held = &queue.Entry{Seq: it.off, Msg: it.msg, Ref: c.ref()}
 			break
 		}
 	}
@@ -397,6 +463,9 @@ func (q *Queue) readAt(p *partition, off uint64) (queue.Entry, bool, error) {
 	first, end, _ := p.log.Bounds()
 	if off < first || off >= end {
 		return queue.Entry{}, false, nil
+	}
+	if e, hit := p.tail.get(off); hit {
+		return queue.Entry{Seq: off, Msg: e.msg}, true, nil
 	}
 	r, err := p.log.ReaderAt(off)
 	if err != nil {
@@ -451,7 +520,7 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 				closeCursors(k.curs)
 				return err
 			}
-			k.curs = append(k.curs, &cursor{p: p, r: r})
+			k.curs = append(k.curs, newCursor(p, r.Offset(), r))
 		}
 	}
 	q.mu.Lock()
@@ -495,9 +564,7 @@ func (q *Queue) consumerPartition(args map[string]any, spec group.OffsetSpec, me
 
 func closeCursors(cs []*cursor) {
 	for _, c := range cs {
-		if c.r != nil {
-			c.r.Close()
-		}
+		c.close()
 	}
 }
 
