@@ -88,8 +88,8 @@ type consumer struct {
 type cursor struct {
 	id     uint64 // 0 for a plain consumer's; a group cursor's key in Queue.cursors
 	p      *partition
-	next   uint64  // the offset it reads next
-	r      *Reader // nil until it reads the file
+	next   uint64       // the offset it reads next
+	r      *Reader      // nil until it reads the file
 	held   *queue.Entry // read, refused by the consumer, offered again first
 	err    bool         // its reader hit damage; it gets nothing more
 	closed bool
