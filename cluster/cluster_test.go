@@ -224,8 +224,8 @@ func TestWrongSecret(t *testing.T) {
 		c.Start(i)
 	}
 	clustertest.WaitFor(t, formTimeout, "both ends log the refusal", func() bool {
-		return c.Nodes[2].Log.Contains("cluster connection refused", "cluster secret") &&
-			c.Nodes[0].Log.Contains("cluster connection refused", "cluster secret")
+		return c.Nodes[2].Log.Contains("cluster connection refused", "cluster secrets differ") &&
+			c.Nodes[0].Log.Contains("cluster connection refused", "cluster secrets differ")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -74,7 +74,7 @@ func (r *refusal) Error() string {
 func (r *refusal) Unwrap() error { return ErrRefused }
 
 const (
-	reasonSecret  = "the peer does not know the cluster secret"
+	reasonSecret  = "the nodes' cluster secrets differ"
 	labelAcceptor = "warren-cluster acceptor"
 	labelDialler  = "warren-cluster dialer"
 )

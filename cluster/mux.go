@@ -234,6 +234,14 @@ func (n *Node) dial(ctx context.Context, addr, channel string) (net.Conn, peer, 
 	p, err := clientHandshake(c, n.secret, n.self(), channel)
 	if err != nil {
 		raw.Close()
+		var oe *net.OpError
+		if n.tlsClient != nil && errors.As(err, &oe) && oe.Op == "remote error" {
+			// TLS 1.3: the peer refuses this node's certificate after the
+			// client's side of the handshake is done, with an alert read
+			// here.
+			n.refusals.log(n.log.Warn(), addr, "").Err(err).Msg("cluster connection refused: TLS handshake failed")
+			return nil, p, fmt.Errorf("%w: TLS handshake with %s: %v", ErrRefused, addr, err)
+		}
 		var rf *refusal
 		if errors.As(err, &rf) {
 			n.refusals.log(n.log.Warn(), addr, p.name).Str("reason", rf.Error()).Msg("cluster connection refused")
