@@ -47,15 +47,15 @@ func TestFormationStartOrders(t *testing.T) {
 				}
 			}
 			l := c.WaitLeader(leaderTimeout)
-			for i := range c.Nodes {
-				ms := c.Node(i).Members()
-				if len(ms) != 3 {
-					t.Fatalf("%s sees members %+v", c.Nodes[i].Name, ms)
-				}
-			}
-			clustertest.WaitFor(t, formTimeout, "every node sees all three running", func() bool {
+			// A node that joined knows the leader from its first
+			// heartbeat, the configuration a moment later.
+			clustertest.WaitFor(t, formTimeout, "every node sees three members, running", func() bool {
 				for i := range c.Nodes {
-					for _, m := range c.Node(i).Members() {
+					ms := c.Node(i).Members()
+					if len(ms) != 3 {
+						return false
+					}
+					for _, m := range ms {
 						if !m.Running {
 							return false
 						}

@@ -70,10 +70,14 @@ func (e *ConfigError) Error() string {
 }
 
 // Validate reports the first field of c that no node can run with, as a
-// *ConfigError. A Config with an empty Listen is valid (no cluster).
+// *ConfigError. A Config with an empty Listen is valid (no cluster) when
+// it sets no Seeds, Join or TLS.
 func (c *Config) Validate() error {
 	bad := func(field string, v any, want string) error { return &ConfigError{field, v, want} }
 	if c.Listen == "" {
+		if len(c.Seeds) > 0 || c.Join != "" || c.TLS.Enabled() {
+			return bad("Listen", "", "seeds, a join address and TLS need a cluster listener")
+		}
 		return nil
 	}
 	if err := checkHostPort(c.Listen); err != nil {
@@ -139,7 +143,7 @@ func checkHostPort(s string) error {
 		var p uint64
 		p, err = strconv.ParseUint(port, 10, 16)
 		if err == nil && p == 0 {
-			err = fmt.Errorf("port 0")
+			return fmt.Errorf("want a port other than 0: other nodes dial it")
 		}
 	}
 	if err != nil {

@@ -27,8 +27,33 @@ func newHCLog(log zerolog.Logger) hclog.Logger {
 	})
 }
 
-// hclogWriter turns hclog's JSON lines into zerolog events.
-type hclogWriter struct{ log zerolog.Logger }
+// hclogWriter turns hclog's JSON lines into zerolog events. Raft repeats
+// its warnings and errors while a peer is down (every retry); each
+// message is logged at most once per 10 s at those levels.
+type hclogWriter struct {
+	log zerolog.Logger
+
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// quiet reports whether msg was logged less than 10 s ago.
+func (w *hclogWriter) quiet(msg string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last = map[string]time.Time{}
+	}
+	now := time.Now()
+	if t, ok := w.last[msg]; ok && now.Sub(t) < 10*time.Second {
+		return true
+	}
+	if len(w.last) > 1000 {
+		clear(w.last)
+	}
+	w.last[msg] = now
+	return false
+}
 
 func (w *hclogWriter) Write(p []byte) (int, error) {
 	var m map[string]any
@@ -36,18 +61,20 @@ func (w *hclogWriter) Write(p []byte) (int, error) {
 		w.log.Debug().Bytes("line", p).Msg("raft")
 		return len(p), nil
 	}
+	msg, _ := m["@message"].(string)
 	var ev *zerolog.Event
-	switch m["@level"] {
-	case "error":
-		ev = w.log.Warn() // raft's errors are peers it cannot reach: the membership log says so
-	case "warn":
+	switch lvl := m["@level"]; {
+	case (lvl == "error" || lvl == "warn") && w.quiet(msg):
+		ev = w.log.Debug()
+	case lvl == "error":
+		ev = w.log.Warn() // mostly peers it cannot reach: the membership log says which
+	case lvl == "warn" && msg != "no known peers, aborting election": // a node waiting to form
 		ev = w.log.Info()
-	case "info":
+	case lvl == "warn" || lvl == "info":
 		ev = w.log.Debug()
 	default:
 		ev = w.log.Trace()
 	}
-	msg, _ := m["@message"].(string)
 	for k, v := range m {
 		switch k {
 		case "@level", "@message", "@timestamp", "@caller":

@@ -43,17 +43,22 @@ func (n *Node) listen() error {
 
 // loadTLS reads the TLS files of cfg into server and client configs.
 func loadTLS(c TLSConfig) (server, client *tls.Config, err error) {
+	for _, f := range []struct{ field, path string }{{"TLS.Cert", c.Cert}, {"TLS.Key", c.Key}, {"TLS.CA", c.CA}} {
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, nil, &ConfigError{f.field, f.path, "want a readable PEM file: " + err.Error()}
+		}
+	}
 	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cluster TLS certificate %s, key %s: %w", c.Cert, c.Key, err)
+		return nil, nil, &ConfigError{"TLS.Cert", c.Cert, "want a PEM certificate that matches the key " + c.Key + ": " + err.Error()}
 	}
 	pem, err := os.ReadFile(c.CA)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cluster TLS CA: %w", err)
+		return nil, nil, &ConfigError{"TLS.CA", c.CA, "want a readable PEM file: " + err.Error()}
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, nil, fmt.Errorf("cluster TLS CA %s: no PEM certificate in it", c.CA)
+		return nil, nil, &ConfigError{"TLS.CA", c.CA, "want PEM CA certificates: none in it"}
 	}
 	// The peer's chain is verified against the CA by hand: host names are
 	// not checked (TLSConfig's comment says why).
