@@ -116,7 +116,9 @@ func (n *Node) formOnce() (done bool, waiting string) {
 func (n *Node) bootstrap(servers []raft.Server) bool {
 	err := n.meta.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-		n.log.Warn().Err(err).Msg("cluster bootstrap failed")
+		if n.ctx.Err() == nil {
+			n.log.Warn().Err(err).Msg("cluster bootstrap failed")
+		}
 		return false
 	}
 	names := make([]string, len(servers))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -180,7 +181,14 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) ([]byte, error) {
 		}
 		b, err := n.callLeader(ctx, "cluster.propose", cmd)
 		if errors.Is(err, ErrNotLeader) {
-			continue // this node leads now
+			// This node is named the leader: it leads now, or is just
+			// stepping down.
+			select {
+			case <-time.After(10 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -263,7 +263,13 @@ func (n *Node) dial(ctx context.Context, addr, channel string) (net.Conn, peer, 
 		c.Close()
 		return nil, p, fmt.Errorf("cluster: %s is another node named %s, as this one: node names must be unique", addr, p.name)
 	}
-	return c, p, nil
+	// Tracked as accepted ones are: Close closes the connections of
+	// every group's pool too (a NetworkTransport's Close leaves them).
+	if !n.track(raw) {
+		c.Close()
+		return nil, p, ErrClosed
+	}
+	return &trackedConn{Conn: c, done: func() { n.untrack(raw) }}, p, nil
 }
 
 // streamLayer is one Raft group's raft.StreamLayer over the node's
