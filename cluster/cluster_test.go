@@ -291,3 +291,47 @@ func TestRPC(t *testing.T) {
 		t.Fatalf("after the peer restarted: %q, %v", res, err)
 	}
 }
+
+// TestSlowLinkAndNoQuorum: a slow link to one follower does not hold
+// commits back (the other follower makes the majority) and the slow one
+// converges; with two of three nodes stopped the survivor commits
+// nothing, and commits again once one is back.
+func TestSlowLinkAndNoQuorum(t *testing.T) {
+	c := clustertest.New(t, 3)
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	l := c.WaitLeader(leaderTimeout)
+	slow := (l + 1) % 3
+	c.Net.Delay(c.Nodes[l].Name, c.Nodes[slow].Name, 300*time.Millisecond)
+	c.Net.Delay(c.Nodes[slow].Name, c.Nodes[l].Name, 300*time.Millisecond)
+	start := time.Now()
+	for k := range 5 {
+		if _, err := c.Propose(l, fmt.Sprint("slow-", k), applyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 5*300*time.Millisecond {
+		t.Errorf("5 proposals took %v over a majority without the slow link", d)
+	}
+	c.WaitConverged(applyTimeout, 5)
+	c.Net.Heal()
+
+	c.Stop(slow)
+	c.Stop(l)
+	survivor := 3 - l - slow
+	_, err := c.Propose(survivor, "alone", 4*time.Second)
+	if !errors.Is(err, cluster.ErrNoLeader) {
+		t.Fatalf("Propose without a majority: %v, want ErrNoLeader", err)
+	}
+	t.Logf("Propose without a majority: %v", err)
+	c.Start(l)
+	nl := c.WaitLeader(leaderTimeout, survivor, l)
+	if _, err := c.Propose(nl, "two-again", applyTimeout); err != nil {
+		t.Fatal(err)
+	}
+	got := c.WaitConverged(applyTimeout, 6, survivor, l)
+	if slices.Contains(got, "alone") {
+		t.Fatalf("the command proposed without a majority was applied: %v", got)
+	}
+}

@@ -315,7 +315,6 @@ func (n *Node) Bootstrapped() bool {
 type helloInfo struct {
 	Name     string   `json:"name"`
 	Instance string   `json:"instance"`
-	Addr     string   `json:"addr"`
 	HasState bool     `json:"has_state"`
 	Seeds    []string `json:"seeds"`
 }
@@ -344,7 +343,7 @@ func (n *Node) registerHandlers() {
 	n.Handle("cluster.hello", func(context.Context, string, []byte) ([]byte, error) {
 		h := helloInfo{Name: n.cfg.NodeName, Instance: hex.EncodeToString(n.instance[:]), Seeds: sortedSeeds(n.cfg.Seeds)}
 		if n.ready.Load() {
-			h.Addr, h.HasState = n.advertise, n.Bootstrapped()
+			h.HasState = n.Bootstrapped()
 		}
 		return json.Marshal(h)
 	})
@@ -446,12 +445,15 @@ func (n *Node) callLeader(ctx context.Context, method string, req []byte) ([]byt
 			return nil, ErrNotLeader
 		}
 		b, err := n.CallAddr(ctx, addr, method, req)
-		if errors.Is(err, ErrNotLeader) {
+		var ns *NotSentError
+		if errors.Is(err, ErrNotLeader) || errors.As(err, &ns) {
+			// Nothing was done: the leader lost its leadership, or the
+			// one this node knows is gone. Again once another is known.
 			select {
 			case <-time.After(50 * time.Millisecond):
 				continue
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+				return nil, fmt.Errorf("%w: %w (last: %v)", ErrNoLeader, ctx.Err(), err)
 			}
 		}
 		return b, err

@@ -231,7 +231,7 @@ func (n *Node) CallAddr(ctx context.Context, addr, method string, req []byte) ([
 		if c == nil {
 			nc, p, err := n.dial(ctx, addr, channelRPC)
 			if err != nil {
-				return nil, err
+				return nil, &NotSentError{Addr: addr, Err: err}
 			}
 			c = &rpcConn{c: nc, r: bufio.NewReader(nc), w: bufio.NewWriter(nc), name: p.name}
 		}
@@ -309,3 +309,13 @@ func pastDeadline(ctx context.Context, err error) bool {
 	dl, ok := ctx.Deadline()
 	return ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl)
 }
+
+// NotSentError: a call's connection could not be opened (the node is
+// down, unreachable, or refused this one), so the request was not sent.
+type NotSentError struct {
+	Addr string
+	Err  error
+}
+
+func (e *NotSentError) Error() string { return "cluster: not sent to " + e.Addr + ": " + e.Err.Error() }
+func (e *NotSentError) Unwrap() error { return e.Err }
