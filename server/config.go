@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/server/internal/testhooks"
 
 	"github.com/rs/zerolog"
@@ -83,6 +85,9 @@ type Config struct {
 	// are dropped, and the log says which. Without it either stops
 	// start-up with an error naming the file.
 	RepairStore bool
+	// Cluster makes the broker a cluster node (package cluster); its zero
+	// value (no Listen) is a single node, as before.
+	Cluster cluster.Config
 
 	// hooks are the settings only tests make (servertest's options, or a
 	// Config literal in package server's own tests).
@@ -167,6 +172,13 @@ func (c *Config) Validate() error {
 		return bad("MemoryHighWatermark", c.MemoryHighWatermark, "want a fraction of memory from 0 to 1")
 	case c.TLSListen != "" && (c.TLSCert == "" || c.TLSKey == ""):
 		return bad("TLSListen", c.TLSListen, "needs a certificate and a key (TLSCert, TLSKey)")
+	}
+	if err := c.Cluster.Validate(); err != nil {
+		var ce *cluster.ConfigError
+		if errors.As(err, &ce) {
+			return bad("Cluster."+ce.Field, ce.Value, ce.Want)
+		}
+		return err
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/auth"
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/classic"
@@ -71,6 +72,8 @@ type Server struct {
 	heartbeatUnit time.Duration
 
 	alarms *alarmState
+	// cluster is the cluster node (cluster.go); nil for a single node.
+	cluster *cluster.Node
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
 	alarmPoke chan struct{}
 
@@ -161,6 +164,7 @@ func (s *Server) Close() error {
 	if s.tlsLn != nil {
 		s.tlsLn.Close()
 	}
+	s.stopCluster()
 	return s.store.Close()
 }
 
@@ -173,6 +177,13 @@ func (s *Server) Listen() error {
 	}
 	if err := s.listenTLS(); err != nil {
 		ln.Close()
+		return err
+	}
+	if err := s.startCluster(); err != nil {
+		ln.Close()
+		if s.tlsLn != nil {
+			s.tlsLn.Close()
+		}
 		return err
 	}
 	s.ln = ln
@@ -278,6 +289,7 @@ func (s *Server) shutdown() {
 		c.forceClose("broker shutdown")
 	}
 	s.wg.Wait()
+	s.stopCluster()
 	s.stopQueues()
 	// A store that cannot flush (its directory gone, a dead disk) may
 	// retry for ever; shutdown does not wait for it beyond a bound.

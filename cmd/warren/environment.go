@@ -18,7 +18,7 @@ func environment(fs *flag.FlagSet, from origins) []mgmt.Setting {
 		case "version", "man-page": // actions, not settings
 			return
 		}
-		st := mgmt.Setting{Name: f.Name, Value: f.Value.String(), Origin: "default", Secret: f.Name == "default-pass"}
+		st := mgmt.Setting{Name: f.Name, Value: f.Value.String(), Origin: "default", Secret: f.Name == "default-pass" || f.Name == "cluster-secret"}
 		if src, ok := from[f.Name]; ok {
 			st.Origin = src
 		} else if cli[f.Name] {

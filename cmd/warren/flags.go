@@ -123,6 +123,34 @@ func (f addrFlag) Set(s string) error {
 	return nil
 }
 
+// addrListFlag is a comma-separated list of HOST:PORT addresses.
+type addrListFlag struct{ v *[]string }
+
+func (f addrListFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strings.Join(*f.v, ",")
+}
+
+func (f addrListFlag) Set(s string) error {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if err := checkHostPort(a); err != nil {
+			return fmt.Errorf("%q: %w, comma-separated", a, err)
+		}
+		if slices.Contains(out, a) {
+			return fmt.Errorf("%q is listed twice", a)
+		}
+		out = append(out, a)
+	}
+	*f.v = out
+	return nil
+}
+
 func checkHostPort(s string) error {
 	_, port, err := net.SplitHostPort(s)
 	if err == nil {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/internal/buildinfo"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
@@ -82,6 +83,7 @@ type settings struct {
 	tlsCA                                      string
 	showVersion                                bool
 	manPage                                    bool
+	cluster                                    cluster.Config
 }
 
 // newFlags defines warren's flags on s, with their defaults: the broker's
@@ -129,6 +131,15 @@ func newFlags(s *settings) *flag.FlagSet {
 	fs.BoolVar(&s.repairLog, "repair-message-log", d.RepairMessageLog, "start even if the message log is damaged, dropping the damaged records (the log names each file and byte range dropped); without it a damaged log stops start-up")
 	fs.BoolVar(&s.repairStore, "repair-store", d.RepairStore, "start even if tables or message bodies of the store are damaged: damaged tables are moved to a damaged-<time> folder in --data-dir (never deleted) and what they held is lost, messages whose bodies are damaged are dropped; the log names each; without it such a start fails with an error naming the file")
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates that client certificates are verified against (asked for, not required; a verified one enables EXTERNAL)")
+	s.cluster.NodeName = defaultNodeName()
+	fs.StringVar(&s.cluster.NodeName, "node-name", s.cluster.NodeName, "this node's name, unique in the cluster (default: the host name)")
+	fs.Var(addrFlag{v: &s.cluster.Listen, optional: true}, "cluster-listen", "inter-node listener HOST:PORT (Raft and forwarded operations); off when empty: a single node")
+	fs.Var(addrListFlag{v: &s.cluster.Seeds}, "cluster-seeds", "comma-separated cluster listeners HOST:PORT of the initial members: nodes started with the same seeds form one cluster")
+	fs.StringVar(&s.cluster.Secret, "cluster-secret", "", fmt.Sprintf("secret shared by every node of the cluster, at least %d characters (better set as WARREN_CLUSTER_SECRET); a node that does not know it is refused", cluster.MinSecretLen))
+	fs.Var(addrFlag{v: &s.cluster.Join, optional: true}, "cluster-join", "cluster listener HOST:PORT of a member of a running cluster, for a new node to join through")
+	fs.StringVar(&s.cluster.TLS.Cert, "cluster-tls-cert", "", "PEM certificate of this node for inter-node TLS (with --cluster-tls-key and --cluster-tls-ca: mutual TLS)")
+	fs.StringVar(&s.cluster.TLS.Key, "cluster-tls-key", "", "PEM private key of --cluster-tls-cert")
+	fs.StringVar(&s.cluster.TLS.CA, "cluster-tls-ca", "", "PEM CA certificates that every node's certificate is verified against (host names are not checked)")
 	fs.BoolVar(&s.showVersion, "version", false, "print the version, commit and Go version, and exit")
 	fs.BoolVar(&s.manPage, "man-page", false, "print the warren(8) manual page (roff), generated from these flags, and exit")
 	return fs
@@ -209,6 +220,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MemoryHighWatermark:      wmFraction,
 		MemoryHighWatermarkBytes: wmBytes,
 		DiskFreeLimit:            diskLimit,
+		Cluster:                  s.cluster,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fail(flagError(err, from))
@@ -229,7 +241,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := srv.Listen(); err != nil {
 		srv.Close()
-		return fail(err)
+		return fail(flagError(err, from)) // the cluster's TLS files are read here
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && s.gcLimit > 0 {
 		// A soft limit: the collector works harder near it instead of
@@ -296,6 +308,14 @@ var configFlags = map[string]string{
 	"MaxConnections":          "max-connections",
 	"MaxUnackedPerConnection": "max-unacked-per-connection",
 	"TLSListen":               "tls-listen",
+	"Cluster.NodeName":        "node-name",
+	"Cluster.Listen":          "cluster-listen",
+	"Cluster.Seeds":           "cluster-seeds",
+	"Cluster.Secret":          "cluster-secret",
+	"Cluster.Join":            "cluster-join",
+	"Cluster.TLS.Cert":        "cluster-tls-cert",
+	"Cluster.TLS.Key":         "cluster-tls-key",
+	"Cluster.TLS.CA":          "cluster-tls-ca",
 }
 
 // flagError words a *server.ConfigError of Validate in terms of the flag
@@ -306,8 +326,19 @@ func flagError(err error, from origins) error {
 		return err
 	}
 	name := from.name(configFlags[ce.Field])
-	if ce.Field == "TLSListen" {
+	switch ce.Field {
+	case "TLSListen":
 		return fmt.Errorf("%s %s needs --tls-cert and --tls-key (ssl_options.certfile, ssl_options.keyfile)", name, ce.Value)
+	case "Cluster.Listen":
+		if ce.Value == "" {
+			return fmt.Errorf("--cluster-seeds, --cluster-join and --cluster-tls-* need %s", name)
+		}
+	case "Cluster.Secret":
+		return fmt.Errorf("%s needs %s (or WARREN_CLUSTER_SECRET) of at least %d characters", from.name("cluster-listen"), name, cluster.MinSecretLen)
+	case "Cluster.TLS.Cert", "Cluster.TLS.Key", "Cluster.TLS.CA":
+		if ce.Value == "" {
+			return fmt.Errorf("inter-node TLS needs --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca; %s is missing", name)
+		}
 	}
 	return fmt.Errorf("%s %v: %s", name, ce.Value, ce.Want)
 }
@@ -377,6 +408,14 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
+}
+
+// defaultNodeName is --node-name's default: the host name.
+func defaultNodeName() string {
+	if h, err := os.Hostname(); err == nil && cluster.CheckNodeName(h) == nil {
+		return h
+	}
+	return "warren"
 }
 
 // splitList splits a comma-separated flag value; "" is an empty, non-nil

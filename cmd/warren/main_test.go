@@ -119,6 +119,14 @@ func TestBadValuesRefused(t *testing.T) {
 		{[]string{"--vm-memory-high-watermark", "2"}, []string{"--vm-memory-high-watermark", `\"2\"`}},
 		{[]string{"--tls-listen", "127.0.0.1:0"}, []string{"--tls-listen", "--tls-cert"}},
 		{[]string{"--max-connections", "-1"}, []string{"--max-connections", "-1", "0 or more"}},
+		{[]string{"--cluster-listen", "127.0.0.1:25672"}, []string{"--cluster-listen needs --cluster-secret", "WARREN_CLUSTER_SECRET"}},
+		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "short"}, []string{"--cluster-secret", "at least 8"}},
+		{[]string{"--cluster-seeds", "127.0.0.1:25672"}, []string{"need --cluster-listen"}},
+		{[]string{"--cluster-seeds", "127.0.0.1:25672,nowhere"}, []string{"-cluster-seeds", `\"nowhere\"`, "HOST:PORT"}},
+		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "long-enough", "--node-name", "a,b"}, []string{"--node-name", "a,b", "without spaces or commas"}},
+		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "long-enough", "--cluster-tls-cert", "x.pem"}, []string{"--cluster-tls-key is missing"}},
+		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "long-enough", "--cluster-seeds", "127.0.0.1:1", "--cluster-join", "127.0.0.1:2"}, []string{"--cluster-join", "not both"}},
+		{[]string{"--config", conf("cluster-join = 25672")}, []string{"cluster-join", `\"25672\"`, "HOST:PORT"}},
 		{[]string{"--config", conf("frame_max = 10")}, []string{"frame_max", `\"10\"`, "from 4096"}},
 		{[]string{"--config", conf("listeners.tcp.default = nowhere")}, []string{"listeners.tcp.default", `\"nowhere\"`, "HOST:PORT"}},
 		{[]string{"--config", conf("cluster_formation.peer_discovery_backend = classic")}, []string{"unknown key", "cluster_formation.peer_discovery_backend"}},
@@ -492,8 +500,8 @@ func TestEnvironmentOrigins(t *testing.T) {
 	got := map[string][2]string{}
 	for _, st := range environment(fs, from) {
 		got[st.Name] = [2]string{st.Value, st.Origin}
-		if st.Name == "default-pass" && !st.Secret {
-			t.Error("default-pass is not secret")
+		if (st.Name == "default-pass" || st.Name == "cluster-secret") && !st.Secret {
+			t.Errorf("%s is not secret", st.Name)
 		}
 		if st.Name == "version" || st.Name == "man-page" {
 			t.Errorf("%s listed as a setting", st.Name)
@@ -508,5 +516,42 @@ func TestEnvironmentOrigins(t *testing.T) {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
 		}
+	}
+}
+
+// TestClusterNode: with --cluster-listen (and the secret from the
+// environment) the broker starts a cluster node of one and logs its
+// membership.
+func TestClusterNode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the cluster listener takes a fixed port: others dial it
+	t.Setenv("WARREN_CLUSTER_SECRET", "env-cluster-secret")
+	logs := newLogLines()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- cli(ctx, []string{"--log-format", "json", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+			"--mgmt-listen", "off", "--prometheus-listen", "off", "--node-name", "solo", "--cluster-listen", addr}, &bytes.Buffer{}, logs)
+	}()
+	started := logs.waitFor(t, "cluster node started")
+	if started["node"] != "solo" || started["listen"] != addr {
+		t.Errorf("cluster node started: %v", started)
+	}
+	logs.waitFor(t, "cluster bootstrapped")
+	if m := logs.waitFor(t, "cluster membership"); m["solo"] == nil {
+		t.Errorf("membership: %v", m)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("broker did not stop")
 	}
 }

@@ -1,0 +1,337 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/cluster/clustertest"
+)
+
+// Timeouts of the waits: generous for a loaded 2-core machine; a healthy
+// run takes a fraction of them.
+const (
+	formTimeout   = 20 * time.Second
+	leaderTimeout = 20 * time.Second
+	applyTimeout  = 20 * time.Second
+)
+
+// TestFormationStartOrders starts three nodes with the same seeds in each
+// of the six orders, the next one only after the ones before it have
+// tried to reach it: they form one cluster with no further command.
+func TestFormationStartOrders(t *testing.T) {
+	for _, order := range [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			t.Parallel()
+			c := clustertest.New(t, 3)
+			for k, i := range order {
+				c.Start(i)
+				if k < 2 {
+					// The started ones look for the others: wait until
+					// they have dialled the next one's listener twice.
+					next := c.Nodes[order[k+1]].Addr
+					before := c.Net.Dials(next)
+					clustertest.WaitFor(t, formTimeout, "a started node dials the next seed", func() bool {
+						return c.Net.Dials(next) >= before+2
+					})
+					for _, j := range order[:k+1] {
+						if c.Node(j).Bootstrapped() {
+							t.Fatalf("%s bootstrapped before every seed was reachable", c.Nodes[j].Name)
+						}
+					}
+				}
+			}
+			l := c.WaitLeader(leaderTimeout)
+			// A node that joined knows the leader from its first
+			// heartbeat, the configuration a moment later.
+			clustertest.WaitFor(t, formTimeout, "every node sees three members, running", func() bool {
+				for i := range c.Nodes {
+					ms := c.Node(i).Members()
+					if len(ms) != 3 {
+						return false
+					}
+					for _, m := range ms {
+						if !m.Running {
+							return false
+						}
+					}
+				}
+				return true
+			})
+			if _, err := c.Propose(l, "x", applyTimeout); err != nil {
+				t.Fatal(err)
+			}
+			c.WaitConverged(applyTimeout, 1)
+		})
+	}
+}
+
+// TestProposeFromEveryNode proposes from each node, concurrently; every
+// node applies the same commands in the same order, and each Propose
+// returns after its own node applied it, with the state machine's result.
+func TestProposeFromEveryNode(t *testing.T) {
+	c := clustertest.New(t, 3)
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	c.WaitLeader(leaderTimeout)
+	const per = 20
+	errs := make(chan error, 3*per)
+	for i := range c.Nodes {
+		go func() {
+			for k := range per {
+				cmd := fmt.Sprintf("%s-%d", c.Nodes[i].Name, k)
+				res, err := c.Propose(i, cmd, applyTimeout)
+				if err == nil {
+					// Applied here already: it is in this node's list at
+					// the position the result names.
+					var pos int
+					var got string
+					if _, e := fmt.Sscanf(string(res), "%d:%s", &pos, &got); e != nil || got != cmd {
+						err = fmt.Errorf("result %q for %s", res, cmd)
+					} else if cmds := c.Nodes[i].FSM.Commands(); len(cmds) < pos || cmds[pos-1] != cmd {
+						err = fmt.Errorf("%s: Propose returned before %s applied it at %d", cmd, c.Nodes[i].Name, pos)
+					}
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range 3 * per {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmds := c.WaitConverged(applyTimeout, 3*per)
+	if len(cmds) != 3*per {
+		t.Fatalf("%d commands applied, want %d", len(cmds), 3*per)
+	}
+	for i := range c.Nodes {
+		for k := range per {
+			if !slices.Contains(cmds, fmt.Sprintf("%s-%d", c.Nodes[i].Name, k)) {
+				t.Fatalf("%s-%d missing", c.Nodes[i].Name, k)
+			}
+		}
+	}
+}
+
+// TestLeaderKilled stops the leader: the others elect a new one within a
+// few seconds (logged as the failover time) and proposals go on; the old
+// leader restarts from its stored state and catches up.
+func TestLeaderKilled(t *testing.T) {
+	c := clustertest.New(t, 3)
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	old := c.WaitLeader(leaderTimeout)
+	if _, err := c.Propose(old, "before", applyTimeout); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitConverged(applyTimeout, 1)
+	start := time.Now()
+	c.Stop(old)
+	nl := c.WaitLeader(leaderTimeout)
+	t.Logf("failover: %s led again %v after %s stopped", c.Nodes[nl].Name, time.Since(start).Round(time.Millisecond), c.Nodes[old].Name)
+	for _, i := range c.Running() {
+		if _, err := c.Propose(i, "after-"+c.Nodes[i].Name, applyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitConverged(applyTimeout, 3)
+	clustertest.WaitFor(t, formTimeout, "the stopped leader is seen not running", func() bool {
+		for _, m := range c.Node(nl).Members() {
+			if m.Name == c.Nodes[old].Name {
+				return !m.Running
+			}
+		}
+		return false
+	})
+	c.Start(old)
+	got := c.WaitConverged(applyTimeout, 3)
+	if !c.Nodes[old].Log.Contains("restarted from its stored state") {
+		t.Fatal("the old leader did not restart from its stored state")
+	}
+	if got[0] != "before" {
+		t.Fatalf("commands %v", got)
+	}
+}
+
+// TestMinorityPartition isolates the leader: it commits nothing (its
+// Propose fails or times out) while the majority elects a new leader and
+// commits; after the heal every node converges, without the isolated
+// leader's command.
+func TestMinorityPartition(t *testing.T) {
+	c := clustertest.New(t, 3)
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	old := c.WaitLeader(leaderTimeout)
+	var rest []int
+	var restNames []string
+	for i := range c.Nodes {
+		if i != old {
+			rest = append(rest, i)
+			restNames = append(restNames, c.Nodes[i].Name)
+		}
+	}
+	c.Net.Partition([]string{c.Nodes[old].Name}, restNames)
+	start := time.Now()
+	res, err := c.Propose(old, "stale", 5*time.Second)
+	if err == nil {
+		t.Fatalf("the isolated leader committed a command: %q", res)
+	}
+	t.Logf("isolated leader's Propose: %v (after %v)", err, time.Since(start).Round(time.Millisecond))
+	nl := c.WaitLeader(leaderTimeout, rest...)
+	t.Logf("majority leader %s after %v", c.Nodes[nl].Name, time.Since(start).Round(time.Millisecond))
+	for _, i := range rest {
+		if _, err := c.Propose(i, "majority-"+c.Nodes[i].Name, applyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitConverged(applyTimeout, 2, rest...)
+	if c.Node(old).IsLeader() {
+		t.Fatal("the isolated node still leads")
+	}
+	c.Net.Heal()
+	got := c.WaitConverged(applyTimeout, 2)
+	if slices.Contains(got, "stale") {
+		t.Fatalf("the isolated leader's command was applied: %v", got)
+	}
+	if _, err := c.Propose(old, "healed", applyTimeout); err != nil {
+		t.Fatal(err)
+	}
+	got = c.WaitConverged(applyTimeout, 3)
+	if len(got) != 3 || slices.Contains(got, "stale") {
+		t.Fatalf("commands %v", got)
+	}
+}
+
+// TestWrongSecret: a node with another secret is refused, and both ends
+// log the refusal; it forms nothing with the others.
+func TestWrongSecret(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.Config = func(i int, cfg *cluster.Config) {
+		if i == 2 {
+			cfg.Secret = "not-the-secret"
+		}
+	}
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	clustertest.WaitFor(t, formTimeout, "both ends log the refusal", func() bool {
+		return c.Nodes[2].Log.Contains("cluster connection refused", "cluster secrets differ") &&
+			c.Nodes[0].Log.Contains("cluster connection refused", "cluster secrets differ")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := c.Node(2).CallAddr(ctx, c.Nodes[0].Addr, "cluster.ping", nil)
+	if !errors.Is(err, cluster.ErrRefused) {
+		t.Fatalf("call with the wrong secret: %v", err)
+	}
+	for i := range c.Nodes {
+		if c.Node(i).Bootstrapped() {
+			t.Fatalf("%s bootstrapped without every seed", c.Nodes[i].Name)
+		}
+	}
+}
+
+// TestRPC: the RPC channel carries a method name and bytes each way; a
+// handler's error and an unknown method come back as errors.
+func TestRPC(t *testing.T) {
+	c := clustertest.New(t, 2)
+	c.Config = func(i int, cfg *cluster.Config) { cfg.Seeds = nil } // two lone nodes
+	a, b := c.Start(0), c.Start(1)
+	b.Handle("test.echo", func(_ context.Context, from string, req []byte) ([]byte, error) {
+		return []byte(from + ":" + strings.ToUpper(string(req))), nil
+	})
+	b.Handle("test.fail", func(context.Context, string, []byte) ([]byte, error) {
+		return nil, errors.New("it failed")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for k := range 3 { // pooled connections are reused
+		res, err := a.CallAddr(ctx, b.Addr(), "test.echo", []byte(fmt.Sprint("hello", k)))
+		if err != nil || string(res) != fmt.Sprintf("n1:HELLO%d", k) {
+			t.Fatalf("echo: %q, %v", res, err)
+		}
+	}
+	big := make([]byte, 1<<20)
+	if res, err := a.CallAddr(ctx, b.Addr(), "test.echo", big); err != nil || len(res) != len(big)+3 {
+		t.Fatalf("1 MiB echo: %d bytes, %v", len(res), err)
+	}
+	_, err := a.CallAddr(ctx, b.Addr(), "test.fail", nil)
+	var re *cluster.RemoteError
+	if !errors.As(err, &re) || re.Msg != "it failed" || re.Node != "n2" {
+		t.Fatalf("failing handler: %v", err)
+	}
+	if _, err := a.CallAddr(ctx, b.Addr(), "test.nothing", nil); !errors.Is(err, cluster.ErrNoMethod) {
+		t.Fatalf("unknown method: %v", err)
+	}
+	// A call cut off by the network ends at its context's deadline.
+	c.Net.Drop("n1", "n2")
+	short, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	if _, err := a.CallAddr(short, b.Addr(), "test.echo", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("call over a dropped link: %v", err)
+	}
+	c.Net.Heal()
+	if _, err := a.CallAddr(ctx, b.Addr(), "test.echo", nil); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+	// A restarted peer: the pooled connection is dead, a new one is used.
+	c.Stop(1)
+	b = c.Start(1)
+	b.Handle("test.echo", func(_ context.Context, from string, req []byte) ([]byte, error) { return req, nil })
+	if res, err := a.CallAddr(ctx, b.Addr(), "test.echo", []byte("again")); err != nil || string(res) != "again" {
+		t.Fatalf("after the peer restarted: %q, %v", res, err)
+	}
+}
+
+// TestSlowLinkAndNoQuorum: a slow link to one follower does not hold
+// commits back (the other follower makes the majority) and the slow one
+// converges; with two of three nodes stopped the survivor commits
+// nothing, and commits again once one is back.
+func TestSlowLinkAndNoQuorum(t *testing.T) {
+	c := clustertest.New(t, 3)
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	l := c.WaitLeader(leaderTimeout)
+	slow := (l + 1) % 3
+	c.Net.Delay(c.Nodes[l].Name, c.Nodes[slow].Name, 300*time.Millisecond)
+	c.Net.Delay(c.Nodes[slow].Name, c.Nodes[l].Name, 300*time.Millisecond)
+	start := time.Now()
+	for k := range 5 {
+		if _, err := c.Propose(l, fmt.Sprint("slow-", k), applyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 5*300*time.Millisecond {
+		t.Errorf("5 proposals took %v over a majority without the slow link", d)
+	}
+	c.WaitConverged(applyTimeout, 5)
+	c.Net.Heal()
+
+	c.Stop(slow)
+	c.Stop(l)
+	survivor := 3 - l - slow
+	_, err := c.Propose(survivor, "alone", 4*time.Second)
+	if !errors.Is(err, cluster.ErrNoLeader) {
+		t.Fatalf("Propose without a majority: %v, want ErrNoLeader", err)
+	}
+	t.Logf("Propose without a majority: %v", err)
+	c.Start(l)
+	nl := c.WaitLeader(leaderTimeout, survivor, l)
+	if _, err := c.Propose(nl, "two-again", applyTimeout); err != nil {
+		t.Fatal(err)
+	}
+	got := c.WaitConverged(applyTimeout, 6, survivor, l)
+	if slices.Contains(got, "alone") {
+		t.Fatalf("the command proposed without a majority was applied: %v", got)
+	}
+}
