@@ -27,6 +27,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -195,7 +196,7 @@ func (s *Store) SnapshotDir(id uint64) string {
 // SnapshotStore returns group id's snapshot store (raft.FileSnapshotStore,
 // keeping retain snapshots).
 func (s *Store) SnapshotStore(id uint64, retain int) (raft.SnapshotStore, error) {
-	return raft.NewFileSnapshotStoreWithLogger(s.SnapshotDir(id), retain, nil)
+	return raft.NewFileSnapshotStoreWithLogger(s.SnapshotDir(id), retain, hclog.NewNullLogger())
 }
 
 // DeleteGroup removes everything group id stored: log, stable values and
