@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -244,9 +243,6 @@ func (t *Type) raftConfig() *raft.Config {
 	c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: io.Discard})
 	if t.cfg.Log != nil {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: logWriter{t}})
-	}
-	if os.Getenv("WARREN_RAFT_DEBUG") != "" {
-		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Debug, Output: os.Stderr})
 	}
 	return c
 }
