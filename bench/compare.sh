@@ -6,7 +6,8 @@
 #
 # Usage: bench/compare.sh [scenario ...]      (default: s1-s8; names below;
 #                                             "st" = the stream scenarios,
-#                                             run only when named)
+#                                             "qq" the quorum ones, run
+#                                             only when named)
 #
 # Environment:
 #   ROUNDS=3          rounds per scenario (each round runs both brokers)
@@ -165,10 +166,17 @@ STREAM_SCENARIOS=(
 	"str|stream replay: 4P fill $STREAM_N msgs with confirms, then 1C from first, prefetch 1000, multi-ack 100 (recv/s = replay rate)|$ST --producers 4 --confirm 200 --count $((STREAM_N / 4)) --duration 120s --consumers 1 --consumers-after-publish --stream-offset first --prefetch 1000 --multi-ack-every 100 --drain-timeout 120s"
 	"ste|stream end to end: 1P confirms (window 200), 1C from next, prefetch 1000, multi-ack 100|$ST --producers 1 --confirm 200 --count $STREAM_N --duration ${DUR}s --consumers 1 --prefetch 1000 --multi-ack-every 100 --drain-timeout 30s"
 )
+# Quorum queues, single node (issue 14), run only when named ("qq" names
+# them all).
+QQ="--queue-type quorum --size 1024 --persistent"
+QUORUM_SCENARIOS=(
+	"qq1|quorum, 1P publish with confirms (window 200), 1 KB persistent, no consumer (conf/s = confirmed/s)|$QQ --producers 1 --consumers 0 --confirm 200 --duration ${DUR}s"
+	"qqe|quorum end to end: 1P confirms (window 200), 1C prefetch 1000, multi-ack 100|$QQ --producers 1 --confirm 200 --consumers 1 --prefetch 1000 --multi-ack-every 100 --duration ${DUR}s --drain-timeout 30s"
+)
 if [[ $# -gt 0 ]]; then
 	want=" $* "
 	sel=()
-	for s in "${SCENARIOS[@]}" "${STREAM_SCENARIOS[@]}"; do
+	for s in "${SCENARIOS[@]}" "${STREAM_SCENARIOS[@]}" "${QUORUM_SCENARIOS[@]}"; do
 		n=${s%%|*}
 		[[ $want == *" $n "* || $want == *" ${n:0:2} "* ]] && sel+=("$s")
 	done

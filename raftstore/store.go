@@ -93,6 +93,7 @@ type Store struct {
 	reqs    chan *request
 	stop    chan struct{}
 	stopped chan struct{}
+	gcDone  chan struct{}
 	closed  atomic.Bool
 
 	mu     sync.Mutex // groups
@@ -131,7 +132,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		WithSyncWrites(false). // the committer syncs once per group commit
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
-		WithValueThreshold(64 << 10).
+		// Entries go to the value log (appended once); the LSM tree
+		// keeps keys and pointers, so its flushes and compactions stay
+		// small under load. The GC goroutine reclaims what was deleted.
+		WithValueThreshold(512).
 		WithMemTableSize(32 << 20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(16 << 20).
@@ -146,10 +150,34 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, reqs: make(chan *request, 1024), stop: make(chan struct{}), stopped: make(chan struct{}),
+	s := &Store{dir: dir, db: db, opts: opts, reqs: make(chan *request, 1024), stop: make(chan struct{}), stopped: make(chan struct{}), gcDone: make(chan struct{}),
 		groups: map[uint64]*Group{}}
 	go s.committer()
+	go s.gc()
 	return s, nil
+}
+
+// gcInterval is how often the value-log GC looks for files to rewrite.
+const gcInterval = 30 * time.Second
+
+// gc rewrites value-log files that are mostly deleted entries (raft's
+// compaction after snapshots, deleted groups), until Close.
+func (s *Store) gc() {
+	defer close(s.gcDone)
+	t := time.NewTicker(gcInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for range 16 {
+			if s.db.RunValueLogGC(0.5) != nil {
+				break
+			}
+		}
+	}
 }
 
 // Dir is the store's directory.
@@ -169,6 +197,7 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	<-s.stopped
+	<-s.gcDone
 	return s.db.Close()
 }
 

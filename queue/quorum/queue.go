@@ -57,14 +57,16 @@ type Queue struct {
 	lastUse   time.Time
 	idle      *time.Timer
 
-	pmu     sync.Mutex
-	inbox   encoder
-	count   int
-	seq     uint64
-	waiters map[uint64]*waiter
-	closing bool
-	wake    chan struct{}
-	done    chan struct{}
+	pmu      sync.Mutex
+	inbox    encoder
+	count    int
+	seq      uint64
+	waiters  map[uint64]*waiter
+	closing  bool
+	wake     chan struct{}
+	done     chan struct{}
+	inflight chan struct{}  // a slot per entry in flight
+	flights  sync.WaitGroup // their waiting goroutines
 }
 
 // local is one consumer of this node.
@@ -95,7 +97,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	}
 	q := &Queue{typ: t, decl: d, hooks: h, gid: gid, pid: newPID(), group: g, logs: &floorLog{Group: g}, snaps: snaps,
 		m: newMachine(configFor(l)), limits: l, consumers: map[uint64]*local{}, waiters: map[uint64]*waiter{},
-		wake: make(chan struct{}, 1), done: make(chan struct{}), lastUse: t.cfg.Now()}
+		wake: make(chan struct{}, 1), done: make(chan struct{}), inflight: make(chan struct{}, maxInflight), lastUse: t.cfg.Now()}
 	q.replay, _ = g.LastIndex()
 	var addr raft.ServerAddress
 	if t.cfg.Transport != nil {
@@ -241,10 +243,12 @@ func (q *Queue) Sync() error {
 	return err
 }
 
-// proposer sends the inbox as one entry whenever it has anything, and
-// waits for the entry to be applied before the next.
+// proposer sends the inbox as one entry whenever it has anything; a
+// short-lived goroutine per entry waits for it to be applied (and fails
+// its waiters if it is not), at most maxInflight at a time.
 func (q *Queue) proposer() {
 	defer close(q.done)
+	defer q.flights.Wait()
 	for {
 		<-q.wake
 		for {
@@ -268,16 +272,29 @@ func (q *Queue) proposer() {
 			hdr.u64(q.pid)
 			hdr.u32(uint32(n))
 			data := append(hdr.b, body...)
-			err := q.waitLeader()
-			if err == nil {
-				err = q.r.Apply(data, 0).Error()
-			}
-			if err != nil {
+			if err := q.waitLeader(); err != nil {
 				q.fail(first, last, err)
+				continue
 			}
+			// Up to maxInflight entries in flight: the next one is
+			// stored while the last is applied and confirmed.
+			q.inflight <- struct{}{}
+			f := q.r.Apply(data, 0)
+			q.flights.Add(1)
+			go func() {
+				defer q.flights.Done()
+				if err := f.Error(); err != nil {
+					q.fail(first, last, err)
+				}
+				<-q.inflight
+			}()
 		}
 	}
 }
+
+// maxInflight bounds the entries a queue has proposed and not yet seen
+// applied.
+const maxInflight = 4
 
 // leaderWait bounds how long a proposal waits for the group to lead.
 const leaderWait = 10 * time.Second
