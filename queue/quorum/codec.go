@@ -14,6 +14,9 @@ import (
 //	command = op(1) seq(8) fields
 const batchVersion = 1
 
+// headerLen is the batch header's size.
+const headerLen = 1 + 8 + 8 + 4
+
 // Command ops.
 const (
 	opEnqueue   = 1 // exchange, routing key, props, body

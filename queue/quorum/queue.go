@@ -202,6 +202,10 @@ func (q *Queue) propose(op uint8, fill func(*encoder), w *waiter) bool {
 		return false
 	}
 	q.seq++
+	if len(q.inbox.b) == 0 {
+		// Room for the entry's header, filled in when it is sent.
+		q.inbox.b = append(make([]byte, 0, 8<<10), make([]byte, headerLen)...)
+	}
 	q.inbox.u8(op)
 	q.inbox.u64(q.seq)
 	if fill != nil {
@@ -261,17 +265,16 @@ func (q *Queue) proposer() {
 				}
 				break
 			}
-			body := q.inbox.b
+			data := q.inbox.b
 			first := q.seq - uint64(n) + 1
 			last := q.seq
 			q.inbox.b, q.count = nil, 0
 			q.pmu.Unlock()
-			hdr := encoder{b: make([]byte, 0, 21+len(body))}
+			hdr := encoder{b: data[:0]}
 			hdr.u8(batchVersion)
 			hdr.i64(q.typ.cfg.Now().UnixMilli())
 			hdr.u64(q.pid)
 			hdr.u32(uint32(n))
-			data := append(hdr.b, body...)
 			if err := q.waitLeader(); err != nil {
 				q.fail(first, last, err)
 				continue

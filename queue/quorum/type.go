@@ -264,6 +264,9 @@ func newPID() uint64 {
 // done runs once every enqueue is applied, with the first error (a
 // reject-publish refusal, a lost leadership).
 func (t *Type) Publish(m *queue.Message, qs []queue.Queue, ctx any, done func(error)) (routed, dropped bool) {
+	if len(qs) == 1 {
+		return qs[0].(*Queue).enqueue(m, done), false
+	}
 	var cb func(error)
 	if done != nil {
 		var left atomic.Int32
