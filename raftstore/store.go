@@ -136,7 +136,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		// keeps keys and pointers, so its flushes and compactions stay
 		// small under load. The GC goroutine reclaims what was deleted.
 		WithValueThreshold(512).
-		WithMemTableSize(32 << 20).
+		WithMemTableSize(16 << 20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(16 << 20).

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -196,12 +197,18 @@ func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue
 	return q, st.Ready + st.Unacked, nil
 }
 
-// Recovered removes the Raft data of groups no longer defined (a crash
-// between a queue's deletion and its group's), once the broker recovered
-// its definitions.
+// Recovered opens the Raft store if no recovered queue did, and removes
+// the Raft data of groups no longer defined (a crash between a queue's
+// deletion and its group's), once the broker recovered its definitions.
 func (t *Type) Recovered() {
 	st := t.Store()
 	if st == nil {
+		// No quorum queue was recovered: the store opens now (at the
+		// broker's start, not in the middle of a first declaration)
+		// where the data directory exists, else with the first queue.
+		if _, err := os.Stat(filepath.Dir(filepath.Clean(t.cfg.Dir))); err != nil {
+			return
+		}
 		var err error
 		if st, err = t.raftStore(); err != nil {
 			return
