@@ -26,7 +26,7 @@ func TestQuorumStandInMessagesMoved(t *testing.T) {
 	if err := st.SaveQueue(&rec); err != nil {
 		t.Fatal(err)
 	}
-	const n = 2500 // more than one scan batch
+	const n = 2500                 // more than one scan batch
 	props := []byte{0x10, 0x00, 2} // delivery-mode 2
 	for i := range n {
 		done := make(chan error, 1)
