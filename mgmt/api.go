@@ -31,6 +31,7 @@ func (s *Server) apiRoutes() []route {
 		heavy(r(get, "overview", s.getOverview)),
 		monitor(r(get, "nodes", s.getNodes)),
 		monitor(r(get, "nodes/{node}", s.getNode)),
+		monitor(r(get, "cluster", s.getCluster)),
 		admin(r(get, "nodes/{node}/environment", s.getEnvironment)),
 		vhostNames(heavy(r(get, "vhosts", s.getVHosts))),
 		heavy(admin(r(get, "vhosts/{vhost}", s.getVHost))),
@@ -207,13 +208,15 @@ func (s *Server) restrictOverview(q *request, o *overviewJSON) {
 	o.MessageStats = messageStats(c, r, allCounters)
 }
 
-func (s *Server) getNodes(q *request) error { return q.reply([]nodeJSON{s.nodeInfo()}) }
+func (s *Server) getNodes(q *request) error { return q.reply(s.clusterNodes()) }
 
 func (s *Server) getNode(q *request) error {
-	if q.param("node") != s.broker.NodeName() {
-		return notFound()
+	for _, n := range s.clusterNodes() {
+		if n.Name == q.param("node") {
+			return q.reply(n)
+		}
 	}
-	return q.reply(s.nodeInfo())
+	return notFound()
 }
 
 func (s *Server) getVHosts(q *request) error {

@@ -114,6 +114,7 @@ func New(broker *server.Server, opts Options) *Server {
 	} else {
 		s.log = zerolog.Nop()
 	}
+	s.answerNodeCalls()
 	s.routes = append(append(s.apiRoutes(), s.healthRoutes()...), s.streamRoutes()...)
 	s.prom = s.newPromHandlers()
 	// A client may not hold a connection (and, for a heavy request, one

@@ -48,8 +48,12 @@ func Version() string {
 	return v
 }
 
-// NodeName is the node's name, in RabbitMQ's name@host form.
+// NodeName is the node's name: its --node-name in a cluster, else
+// RabbitMQ's name@host form.
 func (s *Server) NodeName() string {
+	if s.cfg.Cluster.Listen != "" && s.cfg.Cluster.NodeName != "" {
+		return s.cfg.Cluster.NodeName
+	}
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		h = "localhost"

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// clusterStatusCmd is rabbitmqctl cluster_status: the cluster's name, its
+// nodes and the running ones, as RabbitMQ 3.10 prints them (without its
+// bold headings), and Warren's metadata leader, from /api/cluster;
+// --formatter json prints that object.
+func (c *cli) clusterStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cluster_status",
+		Short: "rabbitmqctl cluster_status: the cluster's nodes, which run, and the metadata group's leader",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if c.formatter == "json" {
+				b, err := c.client().do(http.MethodGet, path("cluster"), nil)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(c.stdout, strings.TrimSpace(string(b)))
+				return err
+			}
+			var st struct {
+				ClusterName    string `json:"cluster_name"`
+				Node           string `json:"node"`
+				MetadataLeader string `json:"metadata_leader"`
+				Nodes          []struct {
+					Name    string `json:"name"`
+					Address string `json:"address"`
+					Running bool   `json:"running"`
+				} `json:"nodes"`
+			}
+			if err := c.client().get(path("cluster"), &st); err != nil {
+				return err
+			}
+			w := c.stdout
+			if !c.quiet {
+				fmt.Fprintf(w, "Cluster status of node %s ...\n", st.Node)
+			}
+			fmt.Fprintf(w, "Basics\n\nCluster name: %s\n\nDisk Nodes\n\n", st.ClusterName)
+			var running []string
+			for _, n := range st.Nodes {
+				fmt.Fprintln(w, n.Name)
+				if n.Running {
+					running = append(running, n.Name)
+				}
+			}
+			fmt.Fprint(w, "\nRunning Nodes\n\n")
+			writeLines(w, running)
+			fmt.Fprint(w, "\nMetadata leader\n\n")
+			if st.MetadataLeader == "" {
+				fmt.Fprintln(w, "(none)")
+			} else {
+				fmt.Fprintln(w, st.MetadataLeader)
+			}
+			fmt.Fprint(w, "\nCluster listeners\n\n")
+			var ls []string
+			for _, n := range st.Nodes {
+				if n.Address != "" {
+					ls = append(ls, fmt.Sprintf("Node: %s, address: %s, purpose: inter-node traffic (Raft and forwarded operations)", n.Name, n.Address))
+				}
+			}
+			writeLines(w, ls)
+			return nil
+		},
+	}
+}
+
+func writeLines(w io.Writer, lines []string) {
+	if len(lines) == 0 {
+		fmt.Fprintln(w, "(none)")
+		return
+	}
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
+}

@@ -1,0 +1,73 @@
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// The cluster's nodes (issue 14, section 1): /api/nodes lists every member
+// with RabbitMQ's fields, asking each running one for its own figures over
+// the cluster's RPC channel ("mgmt.node"); a node that does not answer is
+// listed as RabbitMQ lists a stopped one. /api/cluster is Warren's: the
+// members, whether each runs, and the metadata group's leader.
+
+const (
+	nodeMethod  = "mgmt.node"
+	nodeTimeout = 2 * time.Second
+)
+
+// answerNodeCalls lets other nodes ask this one for its /api/nodes entry.
+func (s *Server) answerNodeCalls() {
+	s.broker.HandleCluster(nodeMethod, func(context.Context, string, []byte) ([]byte, error) {
+		return json.Marshal(s.nodeInfo())
+	})
+}
+
+// clusterNodes is every node's /api/nodes entry, by name.
+func (s *Server) clusterNodes() []nodeJSON {
+	var out []nodeJSON
+	for _, m := range s.broker.ClusterStatus() {
+		if m.Self {
+			out = append(out, s.nodeInfo())
+			continue
+		}
+		n := nodeJSON{Name: m.Name, Type: "disc", Partitions: []string{}, ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms}
+		if m.Running {
+			if b, err := s.broker.CallNode(m.Name, nodeMethod, nil, nodeTimeout); err == nil {
+				var got nodeJSON
+				if json.Unmarshal(b, &got) == nil && got.Name == m.Name {
+					n = got
+				}
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+type clusterMemberJSON struct {
+	Name           string `json:"name"`
+	Address        string `json:"address"`
+	Running        bool   `json:"running"`
+	Voter          bool   `json:"voter"`
+	MetadataLeader bool   `json:"metadata_leader"`
+}
+
+type clusterJSON struct {
+	ClusterName    string              `json:"cluster_name"`
+	Node           string              `json:"node"` // the node answering
+	MetadataLeader string              `json:"metadata_leader"`
+	Nodes          []clusterMemberJSON `json:"nodes"`
+}
+
+func (s *Server) getCluster(q *request) error {
+	c := clusterJSON{ClusterName: s.broker.ClusterName(), Node: s.broker.NodeName(), Nodes: []clusterMemberJSON{}}
+	for _, m := range s.broker.ClusterStatus() {
+		c.Nodes = append(c.Nodes, clusterMemberJSON{Name: m.Name, Address: m.Addr, Running: m.Running, Voter: m.Voter, MetadataLeader: m.Leader})
+		if m.Leader {
+			c.MetadataLeader = m.Name
+		}
+	}
+	return q.reply(c)
+}

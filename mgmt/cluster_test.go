@@ -1,0 +1,83 @@
+package mgmt_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/mgmt"
+	"github.com/warrenmq/warren/server"
+)
+
+// clusterAddrs returns n free loopback addresses.
+func clusterAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ln.Addr().String())
+		ln.Close()
+	}
+	return out
+}
+
+// In a cluster of three, /api/nodes on any node lists all three with
+// their own figures (asked over the cluster), /api/cluster names the
+// metadata leader, and a stopped node is listed as not running.
+func TestClusterNodes(t *testing.T) {
+	addrs := clusterAddrs(t, 3)
+	names := []string{"n1", "n2", "n3"}
+	var envs []*env
+	for i := range 3 {
+		cfg := server.Config{Cluster: cluster.Config{NodeName: names[i], Listen: addrs[i], Seeds: addrs, Secret: "s3cret-s3cret"}}
+		envs = append(envs, startBroker(t, cfg, mgmt.Options{}))
+	}
+	var c struct {
+		Node           string `json:"node"`
+		MetadataLeader string `json:"metadata_leader"`
+		Nodes          []struct {
+			Name    string `json:"name"`
+			Running bool   `json:"running"`
+		} `json:"nodes"`
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		envs[0].getJSON("/api/cluster", &c)
+		running := 0
+		for _, n := range c.Nodes {
+			if n.Running {
+				running++
+			}
+		}
+		if len(c.Nodes) == 3 && running == 3 && c.MetadataLeader != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no cluster of three running nodes with a leader: %+v", c)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c.Node != "n1" {
+		t.Fatalf("/api/cluster answered by %q", c.Node)
+	}
+	var nodes []map[string]any
+	envs[1].getJSON("/api/nodes", &nodes)
+	if len(nodes) != 3 {
+		t.Fatalf("/api/nodes lists %d nodes", len(nodes))
+	}
+	for i, n := range nodes {
+		if n["name"] != names[i] || n["running"] != true || n["os_pid"] == nil || n["os_pid"] == "" || n["uptime"] == nil {
+			t.Fatalf("node %d: %v", i, n)
+		}
+	}
+	var one map[string]any
+	envs[0].getJSON("/api/nodes/n3", &one)
+	if one["name"] != "n3" || one["running"] != true {
+		t.Fatalf("/api/nodes/n3: %v", one)
+	}
+	envs[0].expect("GET", "/api/nodes/nosuch", nil, 404)
+}
