@@ -51,13 +51,14 @@ func (s *Server) startCluster() error {
 		return fmt.Errorf("cluster node: %w", err)
 	}
 	s.cluster = n
-	n.Handle("warren.ops", s.home.handleOps)
-	n.Handle("warren.consume", s.home.handleConsume)
-	n.Handle("warren.get", s.home.handleGet)
-	n.Handle("warren.stats", s.home.handleStats)
-	n.Handle("warren.purge", s.home.handlePurge)
-	n.Handle("warren.qdelete", s.home.handleDelete)
+	n.Handle("warren.ops", s.whenReady(s.home.handleOps))
+	n.Handle("warren.consume", s.whenReady(s.home.handleConsume))
+	n.Handle("warren.get", s.whenReady(s.home.handleGet))
+	n.Handle("warren.stats", s.whenReady(s.home.handleStats))
+	n.Handle("warren.purge", s.whenReady(s.home.handlePurge))
+	n.Handle("warren.qdelete", s.whenReady(s.home.handleDelete))
 	n.Handle("warren.deliver", s.remote.handleDeliver)
+	n.Handle("warren.ready", s.handleReady)
 	s.auth.SetReplicator(func(op auth.Op) error {
 		_, err := s.propose(&metaCmd{Op: opAdmin, Admin: &op})
 		return err
@@ -101,6 +102,8 @@ func (s *Server) announceStart() {
 func (s *Server) watchMembers(n *cluster.Node) {
 	defer s.clusterWG.Done()
 	ch := n.Watch(s.clusterCtx)
+	probing := map[string]bool{}
+	upc := make(chan string)
 	for {
 		for _, m := range n.Members() {
 			if m.Name == s.meta.self {
@@ -110,14 +113,72 @@ func (s *Server) watchMembers(n *cluster.Node) {
 				s.log.Warn().Str("node", m.Name).Msg("node down: its classic queues are unavailable here")
 				s.remote.setDown(m.Name, true)
 				s.home.peerDown(m.Name)
-			} else if m.Running && s.remote.isDown(m.Name) {
-				s.log.Info().Str("node", m.Name).Msg("node up")
-				s.remote.setDown(m.Name, false)
+			} else if m.Running && s.remote.isDown(m.Name) && !probing[m.Name] {
+				probing[m.Name] = true
+				name := m.Name
+				s.clusterWG.Add(1)
+				go func() {
+					defer s.clusterWG.Done()
+					s.awaitReady(n, name)
+					upc <- name
+				}()
 			}
 		}
-		if _, ok := <-ch; !ok {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case name := <-upc:
+			delete(probing, name)
+		}
+	}
+}
+
+// awaitReady returns once node answers warren.ready (it has applied the
+// metadata log up to its start, so it has its queues again), then marks
+// it up; or when the server stops.
+func (s *Server) awaitReady(n *cluster.Node, node string) {
+	for s.clusterCtx.Err() == nil {
+		ctx, cancel := context.WithTimeout(s.clusterCtx, time.Second)
+		_, err := n.Call(ctx, node, "warren.ready", nil)
+		cancel()
+		if err == nil {
+			if s.remote.isDown(node) {
+				s.log.Info().Str("node", node).Msg("node up: its classic queues are available here again")
+				s.remote.setDown(node, false)
+			}
 			return
 		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-s.clusterCtx.Done():
+		}
+	}
+}
+
+// notReadyText is the error of a queue call to a node still catching up
+// with the metadata log at its start: its queues are not back yet.
+const notReadyText = "catching up with the cluster's metadata"
+
+// handleReady is warren.ready: an error until this node has applied the
+// metadata log up to its own start.
+func (s *Server) handleReady(context.Context, string, []byte) ([]byte, error) {
+	select {
+	case <-s.meta.started:
+		return nil, nil
+	default:
+		return nil, errors.New(notReadyText)
+	}
+}
+
+// whenReady refuses queue calls until this node is ready (handleReady).
+func (s *Server) whenReady(h cluster.Handler) cluster.Handler {
+	return func(ctx context.Context, from string, req []byte) ([]byte, error) {
+		if _, err := s.handleReady(ctx, from, req); err != nil {
+			return nil, err
+		}
+		return h(ctx, from, req)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,7 +216,11 @@ func (q *remoteQueue) call(method string, req []byte) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteCallTimeout)
 	defer cancel()
-	return n.Call(ctx, q.home, method, req)
+	out, err := n.Call(ctx, q.home, method, req)
+	if err != nil && strings.Contains(err.Error(), notReadyText) {
+		return nil, errHomeDown
+	}
+	return out, err
 }
 
 // consumeReq is a "warren.consume" request.
