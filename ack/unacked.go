@@ -17,6 +17,9 @@ type Delivery struct {
 	// Credit is the prefetch credit of the consumer it went to, nil for
 	// basic.get.
 	Credit *ConsumerCredit
+	// At is when it was delivered, on the channel's monotonic clock (the
+	// consumer acknowledgement timeout); 0 when nobody asks.
+	At int64
 }
 
 // Unacked holds a channel's unsettled deliveries in delivery-tag order.
@@ -36,6 +39,17 @@ func (u *Unacked) Add(d Delivery) {
 
 // Len is the number of unsettled deliveries.
 func (u *Unacked) Len() int { return u.live }
+
+// Oldest returns the unsettled delivery with the lowest tag, the one
+// delivered first; ok is false when there is none.
+func (u *Unacked) Oldest() (d Delivery, ok bool) {
+	for _, d := range u.list {
+		if d.Queue != nil {
+			return d, true
+		}
+	}
+	return Delivery{}, false
+}
 
 // Take removes and appends to out the deliveries an ack, nack or reject
 // names: tag alone, or with multiple every delivery up to and including tag

@@ -99,3 +99,29 @@ func BenchmarkAddTake(b *testing.B) {
 		out, _ = u.Take(uint64(i+1), false, out[:0])
 	}
 }
+
+func TestOldest(t *testing.T) {
+	q := classic.New(queue.Decl{Name: "q"}, classic.Options{})
+	var u Unacked
+	if _, ok := u.Oldest(); ok {
+		t.Fatal("Oldest of an empty set")
+	}
+	fill(&u, q, 1, 2, 3, 4)
+	u.Take(1, false, nil)
+	u.Take(3, false, nil)
+	if d, ok := u.Oldest(); !ok || d.Tag != 2 {
+		t.Fatalf("Oldest after acking 1 and 3 = %d %v, want 2", d.Tag, ok)
+	}
+	taken, _ := u.Take(2, false, nil)
+	if d, _ := u.Oldest(); d.Tag != 4 {
+		t.Fatalf("Oldest after acking 2 = %d, want 4", d.Tag)
+	}
+	u.Restore(taken) // a rolled-back ack is the oldest again
+	if d, _ := u.Oldest(); d.Tag != 2 {
+		t.Fatalf("Oldest after restoring 2 = %d, want 2", d.Tag)
+	}
+	u.TakeAll(nil)
+	if _, ok := u.Oldest(); ok {
+		t.Fatal("Oldest after TakeAll")
+	}
+}

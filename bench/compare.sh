@@ -7,7 +7,8 @@
 # Usage: bench/compare.sh [scenario ...]      (default: s1-s8; names below;
 #                                             "st" = the stream scenarios,
 #                                             "groups" = sg smem s100 s100.1 s100.0,
-#                                             run only when named)
+#                                             "qq" the quorum ones, run
+#                                             only when named)
 #
 # Environment:
 #   ROUNDS=3          rounds per scenario (each round runs both brokers)
@@ -189,10 +190,18 @@ GROUP_SCENARIOS=(
 	"s100.1|1 group at the tail of one stream, 1P at 1,000 msg/s: broker CPU per delivery, s100's baseline|$S100 --groups 1|-"
 	"s100.0|no consumer, 1P at 1,000 msg/s: the publishing CPU that s100's and s100.1's include (CPU per delivery of G groups = (CPU µs/msg - s100.0's) / G)|$S100 --consumers 0|-"
 )
+
+# Quorum queues, single node (issue 14), run only when named ("qq" names
+# them all).
+QQ="--queue-type quorum --size 1024 --persistent"
+QUORUM_SCENARIOS=(
+	"qq1|quorum, 1P publish with confirms (window 200), 1 KB persistent, no consumer (conf/s = confirmed/s)|$QQ --producers 1 --consumers 0 --confirm 200 --duration ${DUR}s"
+	"qqe|quorum end to end: 1P confirms (window 200), 1C prefetch 1000, multi-ack 100|$QQ --producers 1 --confirm 200 --consumers 1 --prefetch 1000 --multi-ack-every 100 --duration ${DUR}s --drain-timeout 30s"
+)
 if [[ $# -gt 0 ]]; then
 	want=" $* "
 	sel=()
-	for s in "${SCENARIOS[@]}" "${STREAM_SCENARIOS[@]}"; do
+	for s in "${SCENARIOS[@]}" "${STREAM_SCENARIOS[@]}" "${QUORUM_SCENARIOS[@]}"; do
 		n=${s%%|*}
 		[[ $want == *" $n "* || $want == *" ${n:0:2} "* ]] && sel+=("$s")
 	done

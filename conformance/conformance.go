@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Target is the broker under test.
@@ -38,6 +39,11 @@ type Target struct {
 	// SetTracing, when set, turns the firehose of the URL's vhost on or
 	// off, as rabbitmqctl trace_on and trace_off do.
 	SetTracing func(on bool) error
+	// ConsumerTimeout, when set, is the broker's consumer acknowledgement
+	// timeout (RabbitMQ's consumer_timeout); the cases that wait for it
+	// are skipped without it. Keep it short: a case waits for it, and for
+	// up to a minute more (RabbitMQ checks every minute).
+	ConsumerTimeout time.Duration
 }
 
 // VHost returns the vhost of the target's URL ("/" when it names none).
@@ -73,6 +79,9 @@ type Case struct {
 	// Name is "area/what", e.g. "queue/declare-passive-missing-404".
 	Name string
 	Run  func(t T, target Target)
+	// MinTimeout, when set, is the least time the case needs against
+	// target; a runner with a shorter per-case timeout gives it this.
+	MinTimeout func(target Target) time.Duration
 }
 
 var (

@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -79,140 +80,198 @@ func (e *ArgTypeError) Error() string {
 	return fmt.Sprintf("invalid type '%s' for arg '%s'", e.Type, e.Arg)
 }
 
-// ParseArgs reads the x-arguments a queue understands. Unknown arguments
-// are accepted and ignored, as RabbitMQ does.
+// declareOrder is the order in which ParseArgs checks arguments: RabbitMQ
+// 3.10's (rabbit_amqqueue's declare_args; x-queue-type, which it checks
+// first of all, is the registry's), so that of several invalid arguments
+// the one RabbitMQ names is reported. Two arguments it has no check for
+// come last: x-queue-master-locator (RabbitMQ crashes on an unknown
+// locator later, placing the queue) and x-delivery-limit (never refused).
+var declareOrder = []string{
+	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+	"x-dead-letter-strategy", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length",
+	"x-max-in-memory-bytes", "x-max-priority", "x-overflow", "x-queue-mode", "x-queue-version",
+	"x-single-active-consumer", "x-quorum-initial-group-size", "x-max-age",
+	"x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator",
+	"x-queue-master-locator", "x-delivery-limit",
+}
+
+// ParseArgs reads the x-arguments a queue understands, checking them in
+// RabbitMQ's order (declareOrder): the first invalid one is reported.
+// Unknown arguments are accepted and ignored, as RabbitMQ does. x-max-age
+// and x-stream-max-segment-size-bytes are only checked here (the stream
+// type reads them).
 func ParseArgs(args map[string]any) (Limits, error) {
 	l := Limits{MaxLength: -1, MaxLengthBytes: -1}
-	for k, v := range args {
-		switch k {
-		case "x-message-ttl":
-			n, err := intArg(k, v, 0, math.MaxInt32)
-			if err != nil {
+	if len(args) == 0 {
+		return l, nil
+	}
+	for _, k := range declareOrder {
+		if v, ok := args[k]; ok {
+			if err := l.parseArg(k, v, args); err != nil {
 				return l, err
 			}
-			l.MessageTTL, l.HasMessageTTL = time.Duration(n)*time.Millisecond, true
-		case "x-expires":
-			n, err := intArg(k, v, 1, math.MaxInt32)
-			if err != nil {
-				return l, err
-			}
-			l.Expires = time.Duration(n) * time.Millisecond
-		case "x-max-length":
-			n, err := intArg(k, v, 0, math.MaxInt64)
-			if err != nil {
-				return l, err
-			}
-			l.MaxLength = n
-		case "x-max-length-bytes":
-			n, err := intArg(k, v, 0, math.MaxInt64)
-			if err != nil {
-				return l, err
-			}
-			l.MaxLengthBytes = n
-		case "x-max-priority":
-			n, err := intArg(k, v, 0, 255)
-			if err != nil {
-				return l, err
-			}
-			l.MaxPriority = uint8(n)
-		case "x-overflow":
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			switch s {
-			case "drop-head":
-				l.Overflow = DropHead
-			case "reject-publish":
-				l.Overflow = RejectPublish
-			case "reject-publish-dlx":
-				l.Overflow = RejectPublishDLX
-			default:
-				return l, &ArgError{k, fmt.Sprintf("{invalid_value,<<\"%s\">>}", s)}
-			}
-		case "x-single-active-consumer":
-			b, ok := v.(bool)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			l.SingleActive = b
-		case "x-delivery-limit":
-			// RabbitMQ does not check the value; a non-integer means none.
-			if n, err := intArg(k, v, 0, math.MaxInt64); err == nil {
-				l.DeliveryLimit, l.HasDeliveryLimit = n, true
-			}
-		case "x-queue-mode":
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			if s != "default" && s != "lazy" {
-				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue mode '%s'\"", s)}
-			}
-		case "x-queue-version":
-			n, err := intArg(k, v, math.MinInt64, math.MaxInt64)
-			if err != nil {
-				return l, err
-			}
-			if n != 1 && n != 2 {
-				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue version '%d'\"", n)}
-			}
-		case "x-queue-master-locator":
-			// RabbitMQ 3.10 crashes (541) on an unknown locator when it
-			// places the queue; it is refused here as an invalid argument.
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			switch s {
-			case "client-local", "min-masters", "random":
-			default:
-				return l, &ArgError{k, fmt.Sprintf("\"unsupported queue master locator '%s'\"", s)}
-			}
-		case "x-quorum-initial-group-size", "x-initial-cluster-size":
-			if _, err := intArg(k, v, 1, math.MaxInt64); err != nil {
-				return l, err
-			}
-		case "x-max-in-memory-length", "x-max-in-memory-bytes":
-			if _, err := intArg(k, v, 0, math.MaxInt64); err != nil {
-				return l, err
-			}
-		case "x-dead-letter-strategy":
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			if s != "at-most-once" && s != "at-least-once" {
-				return l, &ArgError{k, "invalid_dlx_strategy"}
-			}
-		case "x-queue-leader-locator":
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			switch s {
-			case "client-local", "balanced", "random", "least-leaders":
-			default:
-				return l, &ArgError{k, "invalid_queue_locator_arg"}
-			}
-		case "x-dead-letter-exchange":
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgTypeError{k, typeName(v)}
-			}
-			l.DeadLetterExchange, l.HasDLX = s, true
-		case "x-dead-letter-routing-key":
-			s, ok := v.(string)
-			if !ok {
-				return l, &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
-			}
-			l.DeadLetterRoutingKey, l.HasDLRK = s, true
 		}
 	}
-	if l.HasDLRK && !l.HasDLX {
-		return l, &ArgError{"x-dead-letter-routing-key", "routing_key_but_no_dlx_defined"}
-	}
 	return l, nil
+}
+
+// parseArg checks argument k of args, whose value is v, and records what
+// it sets.
+func (l *Limits) parseArg(k string, v any, args map[string]any) error {
+	switch k {
+	case "x-message-ttl":
+		n, err := intArg(k, v, 0, math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		l.MessageTTL, l.HasMessageTTL = time.Duration(n)*time.Millisecond, true
+	case "x-expires":
+		n, err := intArg(k, v, 1, math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		l.Expires = time.Duration(n) * time.Millisecond
+	case "x-max-length":
+		n, err := intArg(k, v, 0, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		l.MaxLength = n
+	case "x-max-length-bytes":
+		n, err := intArg(k, v, 0, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		l.MaxLengthBytes = n
+	case "x-max-priority":
+		n, err := intArg(k, v, 0, 255)
+		if err != nil {
+			return err
+		}
+		l.MaxPriority = uint8(n)
+	case "x-overflow":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		switch s {
+		case "drop-head":
+			l.Overflow = DropHead
+		case "reject-publish":
+			l.Overflow = RejectPublish
+		case "reject-publish-dlx":
+			l.Overflow = RejectPublishDLX
+		default:
+			return &ArgError{k, "invalid_overflow"}
+		}
+	case "x-single-active-consumer":
+		b, ok := v.(bool)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		l.SingleActive = b
+	case "x-delivery-limit":
+		// RabbitMQ does not check the value; a non-integer means none.
+		if n, err := intArg(k, v, 0, math.MaxInt64); err == nil {
+			l.DeliveryLimit, l.HasDeliveryLimit = n, true
+		}
+	case "x-queue-mode":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		if s != "default" && s != "lazy" {
+			return &ArgError{k, fmt.Sprintf("\"unsupported queue mode '%s'\"", s)}
+		}
+	case "x-queue-version":
+		n, err := intArg(k, v, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		if n != 1 && n != 2 {
+			return &ArgError{k, fmt.Sprintf("\"unsupported queue version '%d'\"", n)}
+		}
+	case "x-queue-master-locator":
+		// RabbitMQ 3.10 crashes (541) on an unknown locator when it
+		// places the queue; it is refused here as an invalid argument.
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		switch s {
+		case "client-local", "min-masters", "random":
+		default:
+			return &ArgError{k, fmt.Sprintf("\"unsupported queue master locator '%s'\"", s)}
+		}
+	case "x-quorum-initial-group-size", "x-initial-cluster-size":
+		if _, err := intArg(k, v, 1, math.MaxInt64); err != nil {
+			return err
+		}
+	case "x-max-in-memory-length", "x-max-in-memory-bytes", "x-stream-max-segment-size-bytes":
+		if _, err := intArg(k, v, 0, math.MaxInt64); err != nil {
+			return err
+		}
+	case "x-max-age":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		return checkMaxAge(k, s)
+	case "x-dead-letter-strategy":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		if s != "at-most-once" && s != "at-least-once" {
+			return &ArgError{k, "invalid_dlx_strategy"}
+		}
+	case "x-queue-leader-locator":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		switch s {
+		case "client-local", "balanced", "random", "least-leaders":
+		default:
+			return &ArgError{k, "invalid_queue_locator_arg"}
+		}
+	case "x-dead-letter-exchange":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgTypeError{k, typeName(v)}
+		}
+		l.DeadLetterExchange, l.HasDLX = s, true
+	case "x-dead-letter-routing-key":
+		s, ok := v.(string)
+		if !ok {
+			return &ArgError{k, fmt.Sprintf("{unacceptable_type,%s}", typeName(v))}
+		}
+		if _, dlx := args["x-dead-letter-exchange"]; !dlx {
+			return &ArgError{k, "routing_key_but_no_dlx_defined"}
+		}
+		l.DeadLetterRoutingKey, l.HasDLRK = s, true
+	}
+	return nil
+}
+
+// checkMaxAge checks an x-max-age as RabbitMQ 3.10 does: leading decimal
+// digits, a positive number, then exactly one unit of Y M D h m s. Without
+// leading digits RabbitMQ crashes (*CrashError). The stream type reads
+// the value (group.ParseInterval, which agrees).
+func checkMaxAge(arg, s string) error {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return &CrashError{Arg: arg, Value: s}
+	}
+	positive := strings.TrimLeft(s[:i], "0") != ""
+	switch unit := s[i:]; {
+	case !positive, len(unit) != 1 || !strings.Contains("YMDhms", unit):
+		return &ArgError{arg, "invalid_max_age"}
+	}
+	return nil
 }
 
 // IntValue widens an integer field value of any width to int64; ok is

@@ -100,7 +100,10 @@ type TypeInfo struct {
 	// CheckArgs, if set, checks the values of the type's own arguments
 	// (those ParseArgs does not know), after ParseArgs and before the
 	// refused arguments and the flags (Registry.Check). It gets the
-	// declaration's arguments without the refused ones.
+	// declaration's arguments without the refused ones. A *RefusedError
+	// it returns is reported after the flags, where RabbitMQ's type
+	// checks its own limits when it declares the queue (the stream's
+	// largest segment size).
 	CheckArgs func(args map[string]any) error
 }
 

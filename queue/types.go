@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -58,11 +59,22 @@ func (r *Registry) TypeName(args map[string]any) (string, error) {
 	return s, nil
 }
 
-// Check validates a new queue's declaration in RabbitMQ's order: the
-// type, the values of the arguments the type takes (ParseArgs, then the
-// type's CheckArgs), the arguments it refuses, then the flags (replicated types are durable, not exclusive, not auto-delete).
-// It returns the type and the limits the arguments set.
+// Check validates a new queue's declaration in RabbitMQ 3.10.8's order,
+// so that of several faults the one RabbitMQ names is reported: the type
+// of x-dead-letter-exchange (rabbit_channel checks it first, whatever the
+// queue type), x-queue-type, the values of the arguments the type takes
+// (ParseArgs, in its order, then the type's CheckArgs), the arguments the
+// type refuses (RabbitMQ names the first in the client's table order,
+// which a decoded table does not keep: here the first in TypeInfo.Refused),
+// then the flags (replicated types are durable, not exclusive, not
+// auto-delete), then a *RefusedError of CheckArgs. It returns the type and
+// the limits the arguments set.
 func (r *Registry) Check(d *Decl) (Type, Limits, error) {
+	if v, ok := d.Args["x-dead-letter-exchange"]; ok {
+		if _, isStr := v.(string); !isStr {
+			return nil, Limits{}, &ArgTypeError{"x-dead-letter-exchange", typeName(v)}
+		}
+	}
 	name, err := r.TypeName(d.Args)
 	if err != nil {
 		return nil, Limits{}, err
@@ -80,8 +92,9 @@ func (r *Registry) Check(d *Decl) (Type, Limits, error) {
 	if err != nil {
 		return t, l, err
 	}
+	var own *RefusedError // the type's declare check, reported after the flags
 	if info.CheckArgs != nil {
-		if err := info.CheckArgs(valid); err != nil {
+		if err := info.CheckArgs(valid); err != nil && !errors.As(err, &own) {
 			return t, l, err
 		}
 	}
@@ -90,16 +103,18 @@ func (r *Registry) Check(d *Decl) (Type, Limits, error) {
 			return t, l, &TypeArgError{Arg: a, Module: info.Module}
 		}
 	}
-	if !info.Replicated {
-		return t, l, nil
+	if info.Replicated {
+		switch {
+		case !d.Durable:
+			return t, l, &PropertyError{"non-durable"}
+		case d.Exclusive:
+			return t, l, &PropertyError{"exclusive-owner"}
+		case d.AutoDelete:
+			return t, l, &PropertyError{"auto-delete"}
+		}
 	}
-	switch {
-	case !d.Durable:
-		return t, l, &PropertyError{"non-durable"}
-	case d.Exclusive:
-		return t, l, &PropertyError{"exclusive-owner"}
-	case d.AutoDelete:
-		return t, l, &PropertyError{"auto-delete"}
+	if own != nil {
+		return t, l, own
 	}
 	return t, l, nil
 }

@@ -297,7 +297,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e})
+		ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, At: ch.c.srv.deliveredAt()})
 		ch.c.unackedCount.Add(1)
 	}
 	err = ch.c.out.sendContent(ch.id, &amqp.BasicGetOk{

@@ -132,7 +132,7 @@ func (k *consumer) Deliver(q queue.Queue, e queue.Entry, ctx any) queue.Outcome 
 	if k.noAck {
 		return queue.Settled
 	}
-	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Credit: &k.credit})
+	ch.unacked.Add(ack.Delivery{Tag: tag, Queue: q, Entry: e, Credit: &k.credit, At: ch.c.srv.deliveredAt()})
 	ch.c.unackedCount.Add(1)
 	ch.credit.Take(&k.credit)
 	return queue.Pending

@@ -2,40 +2,60 @@ package server
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/raftstore"
 )
 
-// raftStorage keeps each Raft group's log and votes in a BoltDB file and
-// its snapshots in files, under <data-dir>/cluster/<group>/, so that a
-// node restarts with its state and a whole cluster restarted at once has
-// its metadata.
+// raftStorage keeps the metadata group's log, votes and snapshots in a
+// raftstore under <data-dir>/cluster/raft, so that a node restarts with
+// its state and a whole cluster restarted at once keeps its metadata.
 //
-// TODO(issue 14, raftstore): the shared raftstore (one Badger for every
-// group of a node, on branch h-quorum) replaces this once it lands.
-// raft-boltdb/v2 is at v2.3.0: v2.3.1 imports go-metrics/compat, which
-// the go-metrics v0.7.0 that hashicorp/raft v1.8.0 needs no longer has.
+// TODO(issue 14): share one raftstore with the quorum queues' groups
+// (queue/quorum opens its own under <data-dir>/quorum/raft), as the issue
+// asks: one Badger for every group of a node.
 func (s *Server) raftStorage() cluster.Storage {
-	root := filepath.Join(s.cfg.DataDir, "cluster")
 	return func(group string) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
-		dir := filepath.Join(root, group)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if group != cluster.MetadataGroup {
+			return nil, nil, nil, fmt.Errorf("no storage for Raft group %q", group)
+		}
+		st, err := raftstore.Open(filepath.Join(s.cfg.DataDir, "cluster", "raft"), raftstore.Options{
+			Logger: func(f string, a ...any) { s.log.Warn().Msgf("cluster raft store: "+f, a...) },
+		})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("open the cluster's raft store: %w", err)
+		}
+		g, err := st.Group(metadataGroupID)
+		if err != nil {
+			st.Close()
 			return nil, nil, nil, err
 		}
-		bs, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+		snaps, err := st.SnapshotStore(metadataGroupID, 2)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("open raft log of group %s: %w", group, err)
-		}
-		snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
-		if err != nil {
-			bs.Close()
+			st.Close()
 			return nil, nil, nil, err
 		}
-		return bs, bs, snaps, nil
+		cg := &closingGroup{Group: g, st: st}
+		return cg, cg, snaps, nil
 	}
+}
+
+// metadataGroupID is the metadata group's id in its raftstore.
+const metadataGroupID = 1
+
+// closingGroup is a raftstore group whose Close closes its store (once:
+// it is both the log and the stable store).
+type closingGroup struct {
+	*raftstore.Group
+	st   *raftstore.Store
+	once sync.Once
+	err  error
+}
+
+func (g *closingGroup) Close() error {
+	g.once.Do(func() { g.err = g.st.Close() })
+	return g.err
 }

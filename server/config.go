@@ -61,6 +61,13 @@ type Config struct {
 	// connection, whatever its consumers' prefetch; consumers get nothing
 	// more until some are settled (default 100000).
 	MaxUnackedPerConnection int
+	// ConsumerTimeout is how long a channel may hold a delivery
+	// unacknowledged (RabbitMQ's consumer_timeout, default 30 min): a
+	// channel whose oldest unacknowledged delivery is older is closed with
+	// 406 PRECONDITION_FAILED, its deliveries requeued. It is checked
+	// every minute, as RabbitMQ does, or every ConsumerTimeout when that
+	// is shorter; ConsumerTimeoutOff turns it off.
+	ConsumerTimeout time.Duration
 	// Log receives the broker's structured logs (default: disabled).
 	Log *zerolog.Logger
 	// MemoryHighWatermark is the fraction of the machine's memory above
@@ -110,6 +117,9 @@ const (
 	// HeartbeatOff as Heartbeat offers no heartbeat (0 in
 	// connection.tune), where a zero Heartbeat means the default.
 	HeartbeatOff time.Duration = -1
+	// ConsumerTimeoutOff as ConsumerTimeout turns the consumer
+	// acknowledgement timeout off.
+	ConsumerTimeoutOff time.Duration = -1
 )
 
 // DefaultConfig is the configuration a zero field of a Config stands for:
@@ -128,6 +138,7 @@ func DefaultConfig() Config {
 		HandshakeTimeout:        10 * time.Second,
 		MaxMessageSize:          128 << 20,
 		MaxUnackedPerConnection: 100_000,
+		ConsumerTimeout:         30 * time.Minute, // RabbitMQ's consumer_timeout
 		Log:                     &nop,
 		MemoryHighWatermark:     0.4,
 		DiskFreeLimit:           50_000_000,
@@ -166,6 +177,8 @@ func (c *Config) Validate() error {
 		return bad("MaxConnections", c.MaxConnections, "want 0 or more")
 	case c.MaxUnackedPerConnection < 0:
 		return bad("MaxUnackedPerConnection", c.MaxUnackedPerConnection, "want 0 or more")
+	case c.ConsumerTimeout != ConsumerTimeoutOff && c.ConsumerTimeout != 0 && c.ConsumerTimeout < time.Millisecond:
+		return bad("ConsumerTimeout", c.ConsumerTimeout, "want 1ms or more, or ConsumerTimeoutOff")
 	case c.QueueWindow < 0:
 		return bad("QueueWindow", c.QueueWindow, "want 0 or more")
 	case !(c.MemoryHighWatermark >= 0 && c.MemoryHighWatermark <= 1): // NaN too
@@ -212,6 +225,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxUnackedPerConnection == 0 {
 		c.MaxUnackedPerConnection = d.MaxUnackedPerConnection
+	}
+	if c.ConsumerTimeout == 0 {
+		c.ConsumerTimeout = d.ConsumerTimeout
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = d.MaxMessageSize

@@ -22,6 +22,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, ok := range []Config{{}, d,
 		{FrameMax: MinFrameMax, Heartbeat: HeartbeatOff, MaxMessageSize: MaxMessageSizeLimit, MemoryHighWatermark: 1},
 		{Heartbeat: MaxHeartbeat, TLSListen: "127.0.0.1:0", TLSCert: "c.pem", TLSKey: "k.pem"},
+		{ConsumerTimeout: ConsumerTimeoutOff}, {ConsumerTimeout: time.Millisecond},
 	} {
 		if err := ok.Validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
@@ -40,6 +41,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MaxConnections: -1}, "MaxConnections", "-1"},
 		{Config{MaxUnackedPerConnection: -5}, "MaxUnackedPerConnection", "-5"},
 		{Config{QueueWindow: -1}, "QueueWindow", "-1"},
+		{Config{ConsumerTimeout: -2 * time.Second}, "ConsumerTimeout", "-2s"},
+		{Config{ConsumerTimeout: 500 * time.Microsecond}, "ConsumerTimeout", "500µs"},
 		{Config{MemoryHighWatermark: 1.5}, "MemoryHighWatermark", "1.5"},
 		{Config{MemoryHighWatermark: math.NaN()}, "MemoryHighWatermark", "NaN"},
 		{Config{TLSListen: "0.0.0.0:5671", TLSCert: "c.pem"}, "TLSListen", `"0.0.0.0:5671"`},

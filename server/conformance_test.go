@@ -1,9 +1,10 @@
 package server_test
 
 import (
-	"testing"
-
 	"maps"
+	"strings"
+	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/conformance"
@@ -43,6 +44,21 @@ func TestConformance(t *testing.T) {
 			return nil
 		},
 	})
+}
+
+// TestConformanceConsumerTimeout runs the consumer-timeout cases against
+// a broker of their own whose consumer acknowledgement timeout is short
+// enough to wait for (the main one keeps the default, which no case
+// reaches).
+func TestConformanceConsumerTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	b := servertest.StartBroker(t, server.Config{ConsumerTimeout: timeout})
+	target := conformance.Target{URL: b.URL(), ConsumerTimeout: timeout}
+	for _, c := range conformance.Cases() {
+		if strings.HasPrefix(c.Name, "consumer-timeout/") {
+			t.Run(c.Name, func(t *testing.T) { c.Run(t, target) })
+		}
+	}
 }
 
 // jsonNumbers turns ints into float64, as a definition read from JSON

@@ -288,23 +288,57 @@ func (c *conn) readLoop() error {
 	// Bytes count too, as RabbitMQ's heartbeat monitor counts them: when
 	// the deadline passes in the middle of a frame that is still arriving
 	// (a large body frame over a slow link), it is moved on.
+	//
+	// The same deadline wakes the reader for the consumer acknowledgement
+	// timeout's check (checkAckTimeouts) while the connection has a
+	// channel: the socket's deadline is the earlier of the two.
 	var deadline time.Time
 	var readAt uint64 // BytesRead when deadline was set
+	every := c.srv.ackCheckEvery()
+	var tickAt, set time.Time // the next check; the socket's read deadline
 	for {
 		if c.fs.pending() && !c.fr.HasFrame() {
 			c.fs.flush() // the next read may wait
 		}
-		if timeout > 0 && !c.closing {
-			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
-				deadline = now.Add(timeout)
-				readAt = c.fr.BytesRead()
-				c.nc.SetReadDeadline(deadline)
+		if (timeout > 0 || every > 0) && !c.closing {
+			now := time.Now()
+			var want time.Time
+			if timeout > 0 {
+				// Moved by bytes received, not by the check's wake-ups.
+				if deadline.IsZero() || deadline.Sub(now) < timeout-timeout/8 && c.fr.BytesRead() != readAt {
+					deadline = now.Add(timeout)
+					readAt = c.fr.BytesRead()
+				}
+				want = deadline
+			}
+			if every > 0 {
+				switch {
+				case len(c.channels) == 0:
+					tickAt = time.Time{}
+				case tickAt.IsZero():
+					tickAt = now.Add(every)
+				case !now.Before(tickAt):
+					c.checkAckTimeouts(now)
+					tickAt = now.Add(every)
+				}
+				if !tickAt.IsZero() && (want.IsZero() || tickAt.Before(want)) {
+					want = tickAt
+				}
+			}
+			if !want.Equal(set) {
+				set = want
+				c.nc.SetReadDeadline(want)
 			}
 		}
 		f, err := c.fr.ReadFrame()
-		if err != nil && timeout > 0 && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) && c.fr.BytesRead() != readAt {
-			deadline = time.Time{} // moved at the top of the loop
-			continue
+		if err != nil && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) && (timeout > 0 || every > 0) {
+			switch {
+			case timeout == 0 || time.Now().Before(deadline):
+				continue // the check's deadline: made at the top of the loop
+			case c.fr.BytesRead() != readAt:
+				deadline = time.Time{} // moved at the top of the loop
+				continue
+			}
 		}
 		if err != nil {
 			var ae *amqp.Error

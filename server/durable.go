@@ -140,6 +140,18 @@ func (s *Server) recoverDefinitions() error {
 		if err != nil {
 			return fmt.Errorf("recover queue %q: %w", r.Name, err)
 		}
+		if typ.Info().Name == "quorum" {
+			moved, err := s.migrateStandIn(q, r.ID)
+			if err != nil {
+				q.(queue.Stopper).Stop()
+				return fmt.Errorf("recover queue %q: moving the messages an earlier version stored: %w", r.Name, err)
+			}
+			if moved > 0 {
+				s.log.Info().Str("queue", r.Name).Str("vhost", r.VHost).Int("messages", moved).
+					Msg("quorum queue: moved the messages an earlier version kept in the message store into its raft log")
+			}
+			n += moved
+		}
 		v.queues[r.Name] = q
 		messages += n
 	}
@@ -175,6 +187,51 @@ func (s *Server) recoverDefinitions() error {
 	s.log.Info().Int("exchanges", len(defs.Exchanges)).Int("queues", len(defs.Queues)).
 		Int("bindings", len(defs.Bindings)).Int("messages", messages).Msg("recovered durable state")
 	return nil
+}
+
+// migrateStandIn moves the messages an earlier Warren stored for quorum
+// queue q (id) while it ran quorum queues on a classic stand-in (entries
+// of the queue in the message store) into the queue's Raft log, then
+// settles them in the store. Nothing stored before an upgrade is lost; a
+// crash in the middle may enqueue some twice, never none, and the move
+// finishes at the next start.
+func (s *Server) migrateStandIn(q queue.Queue, id uint64) (int, error) {
+	if n, _, err := s.store.QueueCounts(id); err != nil || n == 0 {
+		return 0, err
+	}
+	moved := 0
+	for from := uint64(0); ; {
+		var batch []persist.RecoveredEntry
+		err := s.store.ScanQueue(id, from, 1024, true, func(e persist.RecoveredEntry) error {
+			batch = append(batch, e)
+			return nil
+		})
+		if err != nil || len(batch) == 0 {
+			return moved, err
+		}
+		errs := make(chan error, len(batch))
+		for _, e := range batch {
+			m := queue.NewStored(e.Msg.Exchange, e.Msg.RoutingKey, e.Msg.Props, e.Msg.Body, 0)
+			m.Persistent = true
+			q.Type().Publish(m, []queue.Queue{q}, nil, func(err error) { errs <- err })
+		}
+		for range batch {
+			if err := <-errs; err != nil {
+				return moved, err
+			}
+		}
+		seqs := make([]persist.QueueSeq, len(batch))
+		for i, e := range batch {
+			seqs[i] = persist.QueueSeq{QueueID: id, Seq: e.Seq, MsgID: e.MsgID}
+		}
+		done := make(chan error, 1)
+		s.store.Settle(seqs, func(err error) { done <- err })
+		if err := <-done; err != nil {
+			return moved, err
+		}
+		moved += len(batch)
+		from = batch[len(batch)-1].Seq + 1
+	}
 }
 
 // recoverer is a queue type that reopens stored queues (d.ID set) with

@@ -21,6 +21,7 @@ import (
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/classic"
+	"github.com/warrenmq/warren/queue/quorum"
 	"github.com/warrenmq/warren/queue/replyto"
 	"github.com/warrenmq/warren/queue/stream"
 )
@@ -53,6 +54,7 @@ type Server struct {
 	types   *queue.Registry
 	classic *classic.Type
 	streams *stream.Type
+	quorum  *quorum.Type
 	replies *replyto.Type
 
 	maxMessageSize atomic.Uint64
@@ -145,14 +147,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("empty the spill directory: %w", err)
 	}
 	if err := s.loadAuth(); err != nil {
+		s.quorum.Close()
 		s.store.Close()
 		return nil, err
 	}
 	if err := s.recoverDefinitions(); err != nil {
+		s.quorum.Close()
 		s.store.Close()
 		return nil, err
 	}
 	s.streams.Recovered()
+	s.quorum.Recovered()
 	return s, nil
 }
 
@@ -175,6 +180,7 @@ func (s *Server) Close() error {
 		s.tlsLn.Close()
 	}
 	s.stopCluster()
+	s.quorum.Close()
 	return s.store.Close()
 }
 
@@ -324,11 +330,9 @@ func (s *Server) vhost(name string) *vhost {
 	return s.vhosts[name]
 }
 
-// registerTypes sets up the queue types. Quorum queues run as classic
-// queues for now, with their declarations checked as RabbitMQ checks them
-// and x-delivery-count on their deliveries; their own type replaces this
-// registration (issue 14). Streams keep their logs under
-// <data dir>/streams.
+// registerTypes sets up the queue types. Quorum queues are Raft groups
+// on the node's shared Raft store under <data dir>/quorum; streams keep
+// their logs under <data dir>/streams.
 func (s *Server) registerTypes() {
 	s.classic = classic.NewType(classic.Config{
 		Store:         s.store,
@@ -339,8 +343,12 @@ func (s *Server) registerTypes() {
 	})
 	s.types = queue.NewRegistry()
 	s.types.Register(s.classic)
-	s.types.Register(s.classic.As(queue.TypeInfo{Name: "quorum", Module: "rabbit_quorum_queue", Refused: queue.QuorumRefused, Replicated: true,
-		Compared: queue.QuorumCompared}))
+	s.quorum = quorum.NewType(quorum.Config{
+		Dir:   filepath.Join(s.cfg.DataDir, "quorum"),
+		Store: s.store,
+		Log:   func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
+	})
+	s.types.Register(s.quorum)
 	s.streams = stream.NewType(stream.Config{
 		Dir:   filepath.Join(s.cfg.DataDir, "streams"),
 		Store: s.store,
@@ -364,5 +372,8 @@ func (s *Server) stopQueues() {
 				st.Stop()
 			}
 		}
+	}
+	if err := s.quorum.Close(); err != nil {
+		s.log.Error().Err(err).Msg("closing the quorum queues' raft store")
 	}
 }

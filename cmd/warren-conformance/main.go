@@ -2,11 +2,12 @@
 // outside `go test`:
 //
 //	warren-conformance --url amqp://guest:guest@127.0.0.1:5672/ [--run REGEXP]
-//	    [--mgmt-url http://guest:guest@127.0.0.1:15672]
+//	    [--mgmt-url http://guest:guest@127.0.0.1:15672] [--consumer-timeout 5s]
 //
 // With --mgmt-url the access-control cases create their users, vhosts and
 // permissions through that management HTTP API; without it they are
-// skipped.
+// skipped. With --consumer-timeout (the broker's consumer_timeout) the
+// consumer-timeout cases wait for it; without it they are skipped.
 //
 // It prints one line per case ("PASS name (12ms)" or "FAIL name: first
 // error"), then "N passed, M failed", and exits 1 if any case failed.
@@ -36,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pattern := fs.String("run", "", "run only cases whose name matches this regular expression")
 	timeout := fs.Duration("timeout", 60*time.Second, "per-case timeout")
 	verbose := fs.Bool("v", false, "print every error and log line of failed cases")
+	consumerTimeout := fs.Duration("consumer-timeout", 0, "the broker's consumer acknowledgement timeout (RabbitMQ's consumer_timeout, e.g. 5s); the consumer-timeout cases wait for it, and are skipped without it")
 	mgmtURL := fs.String("mgmt-url", "", "management HTTP API with credentials (http://user:pass@host:port) through which the access cases set up users, vhosts and permissions; without it they are skipped")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -53,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	target := conformance.Target{URL: *url}
+	target := conformance.Target{URL: *url, ConsumerTimeout: *consumerTimeout}
 	if *mgmtURL != "" {
 		admin := conformance.HTTPAdmin{Base: *mgmtURL}
 		target.Admin = admin
@@ -64,7 +66,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if re != nil && !re.MatchString(c.Name) {
 			continue
 		}
-		res := runCase(c, target, *timeout)
+		limit := *timeout
+		if c.MinTimeout != nil {
+			limit = max(limit, c.MinTimeout(target))
+		}
+		res := runCase(c, target, limit)
 		if res.failed {
 			failed++
 			fmt.Fprintf(stdout, "FAIL %s: %s\n", c.Name, res.first)

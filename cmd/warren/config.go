@@ -53,6 +53,7 @@ var rabbitKeys = map[string]rabbitKey{
 	"disk_free_limit.absolute":          {"disk-free-limit", absoluteSize},
 	"disk_free_limit.relative":          {"disk-free-limit", func(v string) (string, error) { return "mem_relative:" + v, nil }},
 	"heartbeat":                         {"heartbeat", nil},
+	"consumer_timeout":                  {"consumer-timeout", nil},
 	"frame_max":                         {"frame-max", nil},
 	"channel_max":                       {"channel-max", nil},
 	"max_message_size":                  {"max-message-size", nil},

@@ -66,6 +66,36 @@ func (f durationFlag) Set(s string) error {
 	return nil
 }
 
+// timeoutFlag is a timeout that may be off: Go's form (30m, 90s),
+// RabbitMQ's plain milliseconds (1800000), or "off" or 0 (0: off).
+type timeoutFlag struct{ v *time.Duration }
+
+func (f timeoutFlag) String() string {
+	switch {
+	case f.v == nil:
+		return "0s"
+	case *f.v == 0:
+		return "off"
+	}
+	return f.v.String()
+}
+
+func (f timeoutFlag) Set(s string) error {
+	t := strings.TrimSpace(s)
+	if t == "off" {
+		*f.v = 0
+		return nil
+	}
+	var d time.Duration
+	if n, err := strconv.ParseUint(t, 10, 32); err == nil {
+		d = time.Duration(n) * time.Millisecond
+	} else if d, err = time.ParseDuration(t); err != nil || d < 0 || d > 0 && d < time.Millisecond {
+		return fmt.Errorf("want milliseconds (1800000), a duration (30m, 90s) of 1ms or more, or 0 or off")
+	}
+	*f.v = d
+	return nil
+}
+
 // choiceFlag is one of a fixed set of words; alias maps other spellings
 // (RabbitMQ's log levels) onto them.
 type choiceFlag struct {

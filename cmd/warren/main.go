@@ -64,6 +64,7 @@ type settings struct {
 	frameMax, channelMax, maxMessage           uint64
 	mgmtMaxBody                                uint64
 	heartbeat                                  time.Duration
+	consumerTimeout                            time.Duration
 	logLevel, logFormat                        string
 	dataDir                                    string
 	config                                     string
@@ -96,6 +97,7 @@ func newFlags(s *settings) *flag.FlagSet {
 	s.listen, s.mgmtListen = d.Listen, md.Listen
 	s.frameMax, s.channelMax, s.maxMessage = uint64(d.FrameMax), uint64(d.ChannelMax), d.MaxMessageSize
 	s.heartbeat = d.Heartbeat
+	s.consumerTimeout = d.ConsumerTimeout
 	s.promListen = ":15692"
 	s.logLevel, s.logFormat = "info", "console"
 	var user, pass string
@@ -123,6 +125,7 @@ func newFlags(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate (chain) of the amqps listener")
 	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of the amqps listener")
 	fs.IntVar(&s.maxConns, "max-connections", d.MaxConnections, "most client connections to the broker; more are closed at once (0: no limit)")
+	fs.Var(timeoutFlag{&s.consumerTimeout}, "consumer-timeout", "close a channel holding a delivery unacknowledged longer than this with 406 (RabbitMQ's consumer_timeout): a duration (30m) or milliseconds (1800000); 0 or off disables")
 	fs.IntVar(&s.maxUnacked, "max-unacked-per-connection", d.MaxUnackedPerConnection, "most unacknowledged deliveries per connection, whatever the prefetch")
 	fs.StringVar(&s.loopbackUsers, "loopback-users", strings.Join(d.LoopbackUsers, ","), "comma-separated users who may log in from localhost only (\"\" for none)")
 	fs.StringVar(&s.loadDefs, "load-definitions", "", "definitions file (RabbitMQ's JSON, as rabbitmqctl export_definitions writes it) imported at every start, after recovery")
@@ -198,6 +201,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if heartbeat == 0 {
 		heartbeat = server.HeartbeatOff // a zero Config.Heartbeat is the default
 	}
+	consumerTimeout := s.consumerTimeout
+	if consumerTimeout == 0 {
+		consumerTimeout = server.ConsumerTimeoutOff // a zero Config.ConsumerTimeout is the default
+	}
 	cfg := server.Config{
 		Listen:         s.listen,
 		TLSListen:      s.tlsListen,
@@ -214,6 +221,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 		MaxConnections:           s.maxConns,
 		MaxUnackedPerConnection:  s.maxUnacked,
+		ConsumerTimeout:          consumerTimeout,
 		LoopbackUsers:            splitList(s.loopbackUsers),
 		RepairMessageLog:         s.repairLog,
 		RepairStore:              s.repairStore,

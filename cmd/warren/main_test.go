@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/conformance"
 )
 
 // logLines is a writer that hands each complete line to a channel.
@@ -110,6 +111,7 @@ func TestBadValuesRefused(t *testing.T) {
 		{[]string{"--frame-max", "1000"}, []string{"-frame-max", `\"1000\"`, "from 4096"}},
 		{[]string{"--heartbeat", "soon"}, []string{"-heartbeat", `\"soon\"`, "seconds (60)"}},
 		{[]string{"--heartbeat", "-5s"}, []string{"-heartbeat", `\"-5s\"`}},
+		{[]string{"--consumer-timeout", "soon"}, []string{"-consumer-timeout", `\"soon\"`, "milliseconds (1800000)"}},
 		{[]string{"--log-format", "xml"}, []string{"-log-format", `\"xml\"`, "console, json"}},
 		{[]string{"--log-level", "loud"}, []string{"-log-level", `\"loud\"`, "debug, info"}},
 		{[]string{"--mgmt-listen", "127.0.0.1"}, []string{"-mgmt-listen", `\"127.0.0.1\"`, "HOST:PORT"}},
@@ -178,6 +180,7 @@ ssl_options.certfile = /cert.pem
 ssl_options.keyfile = /key.pem
 load_definitions = /defs.json
 max-connections = 7
+consumer_timeout = 900000
 `
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -198,6 +201,7 @@ max-connections = 7
 		"disk-free-limit": "mem_relative:1.5", "heartbeat": "45s", "frame-max": "65536", "channel-max": "200",
 		"max-message-size": "1048576", "log-level": "warn", "tls-ca": "/ca.pem", "tls-cert": "/cert.pem",
 		"tls-key": "/key.pem", "load-definitions": "/defs.json", "max-connections": "7",
+		"consumer-timeout": "15m0s",
 	}
 	for name, v := range want {
 		if got := fs.Lookup(name).Value.String(); got != v {
@@ -230,6 +234,59 @@ func TestDurationSeconds(t *testing.T) {
 		if err := f.Set(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestTimeoutFlag: --consumer-timeout takes a duration or RabbitMQ's
+// plain milliseconds; 0 and off turn it off.
+func TestTimeoutFlag(t *testing.T) {
+	var d time.Duration
+	f := timeoutFlag{&d}
+	for in, want := range map[string]time.Duration{"1800000": 30 * time.Minute, "30m": 30 * time.Minute,
+		"1ms": time.Millisecond, "0": 0, "0s": 0, "off": 0, " 90s ": 90 * time.Second} {
+		if err := f.Set(in); err != nil || d != want {
+			t.Errorf("%q: %v, %v", in, d, err)
+		}
+	}
+	if d = 0; f.String() != "off" {
+		t.Errorf("0 shows as %q, want off", f.String())
+	}
+	for _, bad := range []string{"", "x", "-1", "-5s", "500us", "never"} {
+		if err := f.Set(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestConsumerTimeoutFlag: --consumer-timeout reaches the broker: the
+// conformance suite's consumer-timeout cases pass against a warren started
+// with a short one.
+func TestConsumerTimeoutFlag(t *testing.T) {
+	const timeout = time.Second
+	logs := newLogLines()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- cli(ctx, []string{"--log-format", "json", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+			"--mgmt-listen", "off", "--prometheus-listen", "off", "--consumer-timeout", timeout.String()}, &bytes.Buffer{}, logs)
+	}()
+	addr, _ := logs.waitFor(t, "Warren started")["amqp"].(string)
+	target := conformance.Target{URL: "amqp://guest:guest@" + addr + "/", ConsumerTimeout: timeout}
+	ran := 0
+	for _, c := range conformance.Cases() {
+		if strings.HasPrefix(c.Name, "consumer-timeout/") {
+			ran++
+			t.Run(c.Name, func(t *testing.T) { c.Run(t, target) })
+		}
+	}
+	if ran == 0 {
+		t.Fatal("no consumer-timeout cases")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("broker did not stop")
 	}
 }
 

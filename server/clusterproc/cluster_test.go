@@ -173,10 +173,12 @@ func TestThreeNodes(t *testing.T) {
 				t.Fatal("a publish to a queue whose home is down was not nacked")
 			}
 			c.restart(n1)
-			waitFor(t, waitTimeout, "q2 back on n3 with its messages", func() (bool, string) {
-				q, err := c.passive(n3, "q2")
-				return err == nil && q.Messages == len(msgs), errString(err)
-			})
+			for _, nd := range []*node{n2, n3} {
+				waitFor(t, waitTimeout, "q2 back on "+nd.name+" with its messages", func() (bool, string) {
+					q, err := c.passive(nd, "q2")
+					return err == nil && q.Messages == len(msgs), errString(err)
+				})
+			}
 			got := consumeN(t, c.channel(n3), "q2", len(msgs), true)
 			for _, m := range msgs {
 				if _, ok := got[m]; !ok {

@@ -1,0 +1,609 @@
+package quorum
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// machine is a quorum queue's state machine, in the spirit of RabbitMQ's
+// rabbit_fifo: every replica applies the same log entries to it and gets
+// the same state. apply reads no clock (the leader's time is in each
+// entry), iterates no map, draws no random number. What it decides for
+// this node (deliveries to its consumers, results for its proposals, dead
+// letters) comes back as effects; the queue acts on them.
+//
+// Message bodies stay in the Raft log: a message is its place there
+// (index, position in the batch) and a few counters. body is a cache of
+// the body (the publisher's message on the leader), kept within a budget
+// and never part of the state: snapshots carry none.
+type machine struct {
+	cfg       config
+	returns   deque // returned messages, served first (as rabbit_fifo's returns)
+	ready     deque // messages in enqueue order
+	out       map[uint64]*msg
+	consumers []*consumer // in attach order
+	enqueuers map[uint64]*enqueuer
+	nextID    uint64
+	service   uint64 // service counter: round robin among equals
+	readyN    int
+	readyB    int64
+	now       int64 // the entry's leader clock, Unix ms
+
+	// Not state: the body cache's use.
+	cachedN int
+	cachedB int64
+	budgetN int
+	budgetB int64
+}
+
+// config is what of the queue's limits the machine applies.
+type config struct {
+	TTL           int64 // ms; -1 none
+	MaxLen        int64 // -1 none
+	MaxBytes      int64 // -1 none
+	Overflow      queue.Overflow
+	DeliveryLimit int64 // -1 none
+	SAC           bool
+}
+
+func configFor(l queue.Limits) config {
+	c := config{TTL: -1, MaxLen: l.MaxLength, MaxBytes: l.MaxLengthBytes, Overflow: l.Overflow, DeliveryLimit: -1, SAC: l.SingleActive}
+	if l.HasMessageTTL {
+		c.TTL = l.MessageTTL.Milliseconds()
+	}
+	if l.HasDeliveryLimit {
+		c.DeliveryLimit = l.DeliveryLimit
+	}
+	return c
+}
+
+// msg is one message of the queue.
+type msg struct {
+	id      uint64 // the queue's own, rising: Entry.Seq
+	idx     uint64 // the Raft log entry with its enqueue
+	pos     uint32 // its command's place in that entry
+	size    uint32 // body bytes
+	expires int64  // Unix ms; 0 never
+	count   uint32 // returns: x-delivery-count
+	owner   uint64 // the consumer key it is checked out to; 0 ready, getOwner for basic.get
+	body    *queue.Message
+}
+
+// getOwner owns what basic.get checked out.
+const getOwner = ^uint64(0)
+
+type consumer struct {
+	key       uint64
+	node      string
+	prefetch  uint32 // 0 unlimited
+	priority  int32
+	exclusive bool
+	out       int
+	blocked   bool
+	served    uint64
+}
+
+func (c *consumer) canTake() bool {
+	return !c.blocked && (c.prefetch == 0 || c.out < int(c.prefetch))
+}
+
+type enqueuer struct {
+	seq  uint64 // highest enqueue sequence applied
+	last uint64 // log index of that enqueue, for eviction
+}
+
+// maxEnqueuers bounds the dedup table; the one seen longest ago goes.
+const maxEnqueuers = 256
+
+// Errors a proposal's result carries.
+var (
+	// ErrRejected: reject-publish refused the message (the queue is full).
+	ErrRejected = errors.New("quorum: queue full, publish rejected")
+	errUnknown  = errors.New("quorum: unknown command")
+)
+
+// effects are what applying entries decided for this node.
+type effects struct {
+	deliver []delivery
+	results []result
+	dead    []dead
+	// expiry is the earliest head expiry after the apply (0 none), for the
+	// leader's timer.
+	expiry int64
+}
+
+type delivery struct {
+	consumer uint64
+	m        *msg
+	e        queue.Entry
+}
+
+type result struct {
+	pid, seq uint64
+	err      error
+	n        int
+	entry    *queue.Entry
+	m        *msg
+}
+
+type dead struct {
+	m      *msg
+	reason queue.Reason
+}
+
+func newMachine(cfg config) *machine {
+	return &machine{cfg: cfg, out: map[uint64]*msg{}, enqueuers: map[uint64]*enqueuer{}, budgetN: 1 << 14, budgetB: 64 << 20}
+}
+
+// lookup finds the publisher's own message on the proposing node, so the
+// leader keeps the message it was handed instead of a decoded copy.
+type lookup func(pid, seq uint64) *queue.Message
+
+// apply applies one log entry at index idx. A batch that does not decode
+// is skipped whole (every replica skips it alike).
+func (s *machine) apply(idx uint64, data []byte, local lookup, fx *effects) {
+	d := &decoder{b: data}
+	if d.u8() != batchVersion {
+		return
+	}
+	now := d.i64()
+	if now > s.now {
+		s.now = now // the clock never goes back, whatever leaders think
+	}
+	pid := d.u64()
+	n := int(d.u32())
+	for pos := 0; pos < n && d.err == nil; pos++ {
+		op := d.u8()
+		seq := d.u64()
+		s.command(op, pid, seq, idx, uint32(pos), d, local, fx)
+	}
+	s.expireHeads(fx)
+	s.checkout(fx)
+	fx.expiry = s.headExpiry()
+}
+
+func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder, local lookup, fx *effects) {
+	res := func(r result) {
+		r.pid, r.seq = pid, seq
+		fx.results = append(fx.results, r)
+	}
+	switch op {
+	case opEnqueue:
+		ex, rk, props, body := d.str(), d.str(), d.bytes(), d.bytes()
+		if d.err != nil {
+			return
+		}
+		if e := s.enqueuers[pid]; e != nil && seq <= e.seq {
+			res(result{}) // a retried enqueue: confirmed, not enqueued again
+			return
+		}
+		s.seen(pid, seq, idx)
+		if s.full(len(body)) && s.cfg.Overflow != queue.DropHead {
+			res(result{err: ErrRejected})
+			return
+		}
+		var m *queue.Message
+		if local != nil {
+			m = local(pid, seq)
+		}
+		if m == nil {
+			m = queue.NewStored(ex, rk, props, body, 0)
+			m.Persistent = amqp.PropDeliveryMode(props) == 2
+		}
+		s.nextID++
+		x := &msg{id: s.nextID, idx: idx, pos: pos, size: uint32(len(body)), expires: s.expiryFor(m)}
+		s.cache(x, m)
+		s.ready.pushBack(x)
+		s.readyN++
+		s.readyB += int64(x.size)
+		s.checkout(fx) // a consumer may take it before a limit or TTL 0 drops it
+		for s.cfg.Overflow == queue.DropHead && s.over() {
+			h := s.pop()
+			if h == nil {
+				break
+			}
+			fx.dead = append(fx.dead, dead{h, queue.MaxLen})
+			s.forget(h)
+		}
+		res(result{})
+	case opAttach:
+		key, node, prefetch, prio, excl := d.u64(), d.str(), d.u32(), int32(d.u32()), d.u8() == 1
+		if d.err != nil {
+			return
+		}
+		if s.consumer(key) != nil {
+			res(result{})
+			return
+		}
+		for _, c := range s.consumers {
+			if c.exclusive {
+				res(result{err: queue.ErrExclusiveConsumer})
+				return
+			}
+		}
+		if excl && len(s.consumers) > 0 {
+			res(result{err: queue.ErrHasConsumers})
+			return
+		}
+		s.consumers = append(s.consumers, &consumer{key: key, node: node, prefetch: prefetch, priority: prio, exclusive: excl})
+		res(result{})
+	case opDetach:
+		key := d.u64()
+		s.detach(key, fx)
+		res(result{})
+	case opSettle, opReturn, opDiscard:
+		ids := d.ids()
+		for _, id := range ids {
+			m := s.out[id]
+			if m == nil {
+				continue // settled already (a retried or duplicate settle)
+			}
+			s.release(m)
+			switch op {
+			case opSettle:
+				s.forget(m)
+			case opReturn:
+				s.giveBack(m, fx)
+			case opDiscard:
+				fx.dead = append(fx.dead, dead{m, queue.Rejected})
+				s.forget(m)
+			}
+		}
+		res(result{})
+	case opUnassign:
+		key, ids := d.u64(), d.ids()
+		if c := s.consumer(key); c != nil {
+			c.blocked = true
+		}
+		for i := len(ids) - 1; i >= 0; i-- {
+			m := s.out[ids[i]]
+			if m == nil || m.owner != key {
+				continue
+			}
+			s.release(m)
+			// Back to its place: a returned one ahead of the returns,
+			// another ahead of the messages.
+			if m.count > 0 {
+				s.returns.pushFront(m)
+			} else {
+				s.ready.pushFront(m)
+			}
+			s.readyN++
+			s.readyB += int64(m.size)
+		}
+		res(result{})
+	case opUnblock:
+		if c := s.consumer(d.u64()); c != nil {
+			c.blocked = false
+		}
+		res(result{})
+	case opGet:
+		noAck := d.u8() == 1
+		s.expireHeads(fx)
+		m := s.pop()
+		if m == nil {
+			res(result{})
+			return
+		}
+		e := s.entry(m)
+		if noAck {
+			s.forget(m)
+		} else {
+			m.owner = getOwner
+			s.out[m.id] = m
+		}
+		res(result{entry: &e, m: m, n: s.readyN})
+	case opPurge:
+		n := s.readyN
+		for m := s.pop(); m != nil; m = s.pop() {
+			s.forget(m)
+		}
+		res(result{n: n})
+	case opTick:
+		res(result{})
+	case opConfig:
+		var c config
+		c.TTL, c.MaxLen, c.MaxBytes = d.i64(), d.i64(), d.i64()
+		c.Overflow = queue.Overflow(d.u8())
+		c.DeliveryLimit = d.i64()
+		c.SAC = d.u8() == 1
+		if d.err == nil {
+			s.cfg = c
+		}
+		res(result{})
+	case opResetNode:
+		node := d.str()
+		var keys []uint64
+		for _, c := range s.consumers {
+			if c.node == node {
+				keys = append(keys, c.key)
+			}
+		}
+		for _, k := range keys {
+			s.detach(k, fx)
+		}
+		// What basic.get handed out on a node that restarted comes back too.
+		for _, m := range s.ownedBy(getOwner) {
+			s.release(m)
+			s.giveBack(m, fx)
+		}
+		res(result{})
+	default:
+		d.err = errUnknown
+	}
+}
+
+// seen records an enqueue of pid, evicting the enqueuer seen longest ago
+// past maxEnqueuers (smallest last index; ties cannot happen: one entry
+// has one proposer).
+func (s *machine) seen(pid, seq, idx uint64) {
+	e := s.enqueuers[pid]
+	if e == nil {
+		if len(s.enqueuers) >= maxEnqueuers {
+			var oldest uint64
+			first := true
+			var oldestIdx uint64
+			for k, v := range s.enqueuers {
+				if first || v.last < oldestIdx || v.last == oldestIdx && k < oldest {
+					oldest, oldestIdx, first = k, v.last, false
+				}
+			}
+			delete(s.enqueuers, oldest)
+		}
+		e = &enqueuer{}
+		s.enqueuers[pid] = e
+	}
+	e.seq, e.last = seq, idx
+}
+
+func (s *machine) consumer(key uint64) *consumer {
+	for _, c := range s.consumers {
+		if c.key == key {
+			return c
+		}
+	}
+	return nil
+}
+
+// ownedBy lists the messages checked out to key, by id.
+func (s *machine) ownedBy(key uint64) []*msg {
+	var ms []*msg
+	for _, m := range s.out {
+		if m.owner == key {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *msg) int { return cmpU(a.id, b.id) })
+	return ms
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// detach removes consumer key; what it had checked out comes back,
+// counted as a return (RabbitMQ's quorum queues count those too).
+func (s *machine) detach(key uint64, fx *effects) {
+	i := slices.IndexFunc(s.consumers, func(c *consumer) bool { return c.key == key })
+	if i < 0 {
+		return
+	}
+	s.consumers = slices.Delete(s.consumers, i, i+1)
+	for _, m := range s.ownedBy(key) {
+		s.release(m)
+		s.giveBack(m, fx)
+	}
+}
+
+// release takes m out of the checked-out set.
+func (s *machine) release(m *msg) {
+	delete(s.out, m.id)
+	if c := s.consumer(m.owner); c != nil {
+		c.out--
+	}
+	m.owner = 0
+}
+
+// giveBack returns m to the queue with its count raised, or dead-letters
+// it past the delivery limit.
+func (s *machine) giveBack(m *msg, fx *effects) {
+	m.count++
+	if s.cfg.DeliveryLimit >= 0 && int64(m.count) > s.cfg.DeliveryLimit {
+		fx.dead = append(fx.dead, dead{m, queue.DeliveryLimit})
+		s.forget(m)
+		return
+	}
+	s.returns.pushBack(m)
+	s.readyN++
+	s.readyB += int64(m.size)
+}
+
+// forget drops a message that left the queue.
+func (s *machine) forget(m *msg) {
+	if m.body != nil {
+		s.cachedN--
+		s.cachedB -= int64(m.size)
+	}
+}
+
+func (s *machine) cache(m *msg, body *queue.Message) {
+	if s.cachedN < s.budgetN && s.cachedB+int64(m.size) <= s.budgetB {
+		m.body = body
+		s.cachedN++
+		s.cachedB += int64(m.size)
+	}
+}
+
+// pop takes the next ready message: returns first.
+func (s *machine) pop() *msg {
+	m := s.returns.popFront()
+	if m == nil {
+		m = s.ready.popFront()
+	}
+	if m != nil {
+		s.readyN--
+		s.readyB -= int64(m.size)
+	}
+	return m
+}
+
+func (s *machine) peek() *msg {
+	if m := s.returns.front(); m != nil {
+		return m
+	}
+	return s.ready.front()
+}
+
+func (s *machine) full(size int) bool {
+	return s.cfg.MaxLen >= 0 && int64(s.readyN) >= s.cfg.MaxLen ||
+		s.cfg.MaxBytes >= 0 && s.readyB+int64(size) > s.cfg.MaxBytes
+}
+
+func (s *machine) over() bool {
+	return s.cfg.MaxLen >= 0 && int64(s.readyN) > s.cfg.MaxLen ||
+		s.cfg.MaxBytes >= 0 && s.readyB > s.cfg.MaxBytes
+}
+
+func (s *machine) expiryFor(m *queue.Message) int64 {
+	ttl := s.cfg.TTL
+	if m.HasTTL {
+		if t := m.TTL.Milliseconds(); ttl < 0 || t < ttl {
+			ttl = t
+		}
+	}
+	if ttl < 0 {
+		return 0
+	}
+	return s.now + ttl
+}
+
+// expireHeads dead-letters expired messages at the heads (as RabbitMQ,
+// only the head expires; one behind an unexpired head waits).
+func (s *machine) expireHeads(fx *effects) {
+	for {
+		m := s.peek()
+		if m == nil || m.expires == 0 || m.expires > s.now {
+			return
+		}
+		s.pop()
+		fx.dead = append(fx.dead, dead{m, queue.Expired})
+		s.forget(m)
+	}
+}
+
+func (s *machine) headExpiry() int64 {
+	var e int64
+	for _, m := range []*msg{s.returns.front(), s.ready.front()} {
+		if m != nil && m.expires != 0 && (e == 0 || m.expires < e) {
+			e = m.expires
+		}
+	}
+	return e
+}
+
+// pick chooses the consumer for the next message: with single active
+// consumer the first attached, if it can take one; else the highest
+// priority consumer that can, the one served longest ago among equals.
+func (s *machine) pick() *consumer {
+	if s.cfg.SAC {
+		if len(s.consumers) > 0 && s.consumers[0].canTake() {
+			return s.consumers[0]
+		}
+		return nil
+	}
+	var best *consumer
+	for _, c := range s.consumers {
+		if !c.canTake() {
+			continue
+		}
+		if best == nil || c.priority > best.priority || c.priority == best.priority && c.served < best.served {
+			best = c
+		}
+	}
+	return best
+}
+
+// checkout hands ready messages to consumers with credit.
+func (s *machine) checkout(fx *effects) {
+	for s.readyN > 0 {
+		c := s.pick()
+		if c == nil {
+			return
+		}
+		m := s.pop()
+		if m.expires != 0 && m.expires < s.now {
+			fx.dead = append(fx.dead, dead{m, queue.Expired})
+			s.forget(m)
+			continue
+		}
+		m.owner = c.key
+		c.out++
+		s.out[m.id] = m
+		s.service++
+		c.served = s.service
+		fx.deliver = append(fx.deliver, delivery{consumer: c.key, m: m, e: s.entry(m)})
+	}
+}
+
+func (s *machine) entry(m *msg) queue.Entry {
+	return queue.Entry{Seq: m.id, Msg: m.body, Redelivered: m.count > 0, Returns: m.count, Expires: m.expires * int64(time.Millisecond)}
+}
+
+// deque is a FIFO with a front insert.
+type deque struct {
+	items []*msg
+	head  int
+}
+
+func (q *deque) len() int { return len(q.items) - q.head }
+
+func (q *deque) pushBack(m *msg) { q.items = append(q.items, m) }
+
+func (q *deque) pushFront(m *msg) {
+	if q.head > 0 {
+		q.head--
+		q.items[q.head] = m
+		return
+	}
+	q.items = append([]*msg{m}, q.items...)
+}
+
+func (q *deque) front() *msg {
+	if q.head < len(q.items) {
+		return q.items[q.head]
+	}
+	return nil
+}
+
+func (q *deque) popFront() *msg {
+	if q.head >= len(q.items) {
+		return nil
+	}
+	m := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	} else if q.head > 1024 && q.head*2 > len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	return m
+}
+
+func (q *deque) each(f func(*msg)) {
+	for _, m := range q.items[q.head:] {
+		f(m)
+	}
+}

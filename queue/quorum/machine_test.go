@@ -1,0 +1,280 @@
+package quorum
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/warrenmq/warren/queue"
+)
+
+// entry is one encoded log entry of a random command log.
+type entry struct {
+	idx  uint64
+	data []byte
+}
+
+// randomLog makes n entries of random commands from a few proposers, with
+// a leader clock that moves forward (and sometimes back: apply must not
+// follow it back).
+func randomLog(seed uint64, n int) []entry {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e37))
+	var log []entry
+	now := int64(1_000_000)
+	seqs := map[uint64]uint64{}
+	var nextID uint64 // the ids the machine will have given, roughly: settles name some that exist
+	for i := range n {
+		pid := uint64(1 + r.IntN(3))
+		now += int64(r.IntN(400)) - 50
+		e := &encoder{}
+		e.u8(batchVersion)
+		e.i64(now)
+		e.u64(pid)
+		k := 1 + r.IntN(6)
+		e.u32(uint32(k))
+		for range k {
+			op := uint8(1 + r.IntN(13))
+			if r.IntN(3) == 0 {
+				op = opEnqueue
+			}
+			seq := seqs[pid] + 1
+			if op == opEnqueue && r.IntN(10) == 0 && seq > 1 {
+				seq-- // a retried enqueue
+			}
+			seqs[pid] = max(seqs[pid], seq)
+			e.u8(op)
+			e.u64(seq)
+			randIDs := func() []uint64 {
+				ids := make([]uint64, r.IntN(4))
+				for j := range ids {
+					ids[j] = 1 + r.Uint64N(nextID+1)
+				}
+				return ids
+			}
+			switch op {
+			case opEnqueue:
+				nextID++
+				e.str("ex")
+				e.str("rk")
+				props := []byte{0, 0}
+				e.bytes(props)
+				e.bytes(bytes.Repeat([]byte{'b'}, r.IntN(50)))
+			case opAttach:
+				e.u64(uint64(1 + r.IntN(4)))
+				e.str("n")
+				e.u32(uint32(r.IntN(4)))
+				e.u32(uint32(r.IntN(3)))
+				e.u8(uint8(r.IntN(8) / 7))
+			case opDetach, opUnblock:
+				e.u64(uint64(1 + r.IntN(4)))
+			case opSettle, opReturn, opDiscard:
+				e.ids(randIDs())
+			case opUnassign:
+				e.u64(uint64(1 + r.IntN(4)))
+				e.ids(randIDs())
+			case opGet:
+				e.u8(uint8(r.IntN(2)))
+			case opConfig:
+				e.i64([]int64{-1, 0, 300}[r.IntN(3)])
+				e.i64([]int64{-1, 3, 10}[r.IntN(3)])
+				e.i64([]int64{-1, 200}[r.IntN(2)])
+				e.u8(uint8(r.IntN(2)))
+				e.i64([]int64{-1, 0, 2}[r.IntN(3)])
+				e.u8(uint8(r.IntN(2)))
+			case opResetNode:
+				e.str("n")
+			}
+		}
+		log = append(log, entry{uint64(i + 1), e.b})
+	}
+	return log
+}
+
+// run applies log to a machine and returns it with a transcript of every
+// effect.
+func run(s *machine, log []entry) (*machine, string) {
+	var tr bytes.Buffer
+	for _, e := range log {
+		var fx effects
+		s.apply(e.idx, e.data, nil, &fx)
+		fmt.Fprintf(&tr, "%d:", e.idx)
+		for _, d := range fx.deliver {
+			fmt.Fprintf(&tr, " d%d>%d/%d", d.m.id, d.consumer, d.e.Returns)
+		}
+		for _, r := range fx.results {
+			fmt.Fprintf(&tr, " r%d.%d=%v,%d", r.pid, r.seq, r.err, r.n)
+		}
+		for _, x := range fx.dead {
+			fmt.Fprintf(&tr, " x%d:%s", x.m.id, x.reason)
+		}
+		fmt.Fprintf(&tr, " e%d\n", fx.expiry)
+	}
+	return s, tr.String()
+}
+
+// The same log applied twice gives the same effects and the same
+// snapshot; a machine restored from a snapshot taken half-way and fed the
+// rest ends where the one that applied everything ends.
+func TestMachineDeterministic(t *testing.T) {
+	for seed := range uint64(40) {
+		log := randomLog(seed, 300)
+		a, ta := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
+		b, tb := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
+		sa, _ := a.encode()
+		sb, _ := b.encode()
+		if ta != tb || !bytes.Equal(sa, sb) {
+			t.Fatalf("seed %d: two runs of one log differ", seed)
+		}
+		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log[:150])
+		snap, _ := half.encode()
+		restored, err := decodeMachine(snap)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if again, _ := restored.encode(); !bytes.Equal(again, snap) {
+			t.Fatalf("seed %d: a restored snapshot encodes differently", seed)
+		}
+		_, tHalf := run(half, log[150:])
+		_, tRest := run(restored, log[150:])
+		if tHalf != tRest {
+			t.Fatalf("seed %d: effects after a restore differ:\n%s\nvs\n%s", seed, tHalf, tRest)
+		}
+		sr, _ := restored.encode()
+		sh, _ := half.encode()
+		if !bytes.Equal(sr, sh) || !bytes.Equal(sh, sa) {
+			t.Fatalf("seed %d: state after a restore differs", seed)
+		}
+		checkInvariants(t, a)
+	}
+}
+
+// checkInvariants compares the machine with what its parts say: counts,
+// bytes, each message in one place, consumers' credit never exceeded.
+func checkInvariants(t *testing.T, s *machine) {
+	t.Helper()
+	seen := map[uint64]bool{}
+	n, b := 0, int64(0)
+	for _, q := range []*deque{&s.returns, &s.ready} {
+		q.each(func(m *msg) {
+			if seen[m.id] || m.owner != 0 {
+				t.Fatalf("message %d twice or owned while ready", m.id)
+			}
+			seen[m.id] = true
+			n++
+			b += int64(m.size)
+		})
+	}
+	if n != s.readyN || b != s.readyB {
+		t.Fatalf("ready %d/%d bytes, counted %d/%d", s.readyN, s.readyB, n, b)
+	}
+	outs := map[uint64]int{}
+	for id, m := range s.out {
+		if seen[id] || m.owner == 0 {
+			t.Fatalf("checked-out message %d also ready or unowned", id)
+		}
+		outs[m.owner]++
+	}
+	for _, c := range s.consumers {
+		if outs[c.key] != c.out {
+			t.Fatalf("consumer %d: out %d, holds %d", c.key, c.out, outs[c.key])
+		}
+	}
+}
+
+// A model of a FIFO with returns served first: random enqueues, checkouts
+// (by get), returns, acks and purges; the machine delivers what the model
+// says, in its order, with its delivery counts.
+func TestMachineAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	type mm struct {
+		body  string
+		count uint32
+	}
+	var ready, returns []uint64
+	model := map[uint64]*mm{}
+	out := map[uint64]bool{}
+	var next, seq, idx uint64
+	apply := func(op uint8, fill func(*encoder)) effects {
+		e := &encoder{}
+		e.u8(batchVersion)
+		e.i64(1)
+		e.u64(1)
+		e.u32(1)
+		seq++
+		e.u8(op)
+		e.u64(seq)
+		if fill != nil {
+			fill(e)
+		}
+		idx++
+		var fx effects
+		s.apply(idx, e.b, nil, &fx)
+		return fx
+	}
+	for step := range 5000 {
+		switch x := r.IntN(10); {
+		case x < 4:
+			next++
+			body := fmt.Sprint("m", next)
+			apply(opEnqueue, func(e *encoder) { e.str(""); e.str(""); e.bytes(nil); e.bytes([]byte(body)) })
+			model[next] = &mm{body: body}
+			ready = append(ready, next)
+		case x < 6:
+			fx := apply(opGet, func(e *encoder) { e.u8(0) })
+			var want uint64
+			if len(returns) > 0 {
+				want, returns = returns[0], returns[1:]
+			} else if len(ready) > 0 {
+				want, ready = ready[0], ready[1:]
+			}
+			res := fx.results[0]
+			if want == 0 {
+				if res.entry != nil {
+					t.Fatalf("step %d: get on an empty queue gave %d", step, res.entry.Seq)
+				}
+				continue
+			}
+			if res.entry == nil || res.entry.Seq != want || string(res.entry.Msg.Body) != model[want].body || res.entry.Returns != model[want].count {
+				t.Fatalf("step %d: get = %+v, want %d (%+v)", step, res.entry, want, model[want])
+			}
+			out[want] = true
+		case x < 8:
+			ids := slices.Sorted(func(yield func(uint64) bool) {
+				for id := range out {
+					if !yield(id) {
+						return
+					}
+				}
+			})
+			if len(ids) == 0 {
+				continue
+			}
+			id := ids[r.IntN(len(ids))]
+			delete(out, id)
+			if r.IntN(2) == 0 {
+				apply(opSettle, func(e *encoder) { e.ids([]uint64{id}) })
+				delete(model, id)
+			} else {
+				apply(opReturn, func(e *encoder) { e.ids([]uint64{id}) })
+				model[id].count++
+				returns = append(returns, id)
+			}
+		case x < 9 && r.IntN(20) == 0:
+			fx := apply(opPurge, nil)
+			if fx.results[0].n != len(ready)+len(returns) {
+				t.Fatalf("step %d: purge = %d, want %d", step, fx.results[0].n, len(ready)+len(returns))
+			}
+			for _, id := range append(ready, returns...) {
+				delete(model, id)
+			}
+			ready, returns = nil, nil
+		}
+		if s.readyN != len(ready)+len(returns) || len(s.out) != len(out) {
+			t.Fatalf("step %d: machine ready %d out %d, model %d %d", step, s.readyN, len(s.out), len(ready)+len(returns), len(out))
+		}
+	}
+	checkInvariants(t, s)
+}

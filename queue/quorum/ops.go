@@ -1,0 +1,332 @@
+package quorum
+
+import (
+	"time"
+
+	"github.com/warrenmq/warren/queue"
+)
+
+// Decl implements queue.Queue.
+func (q *Queue) Decl() *queue.Decl { return &q.decl }
+
+// Type implements queue.Queue.
+func (q *Queue) Type() queue.Type { return q.typ }
+
+// AddConsumer implements queue.Queue: the consumer is attached through
+// the log (its prefetch is its credit in the machine) and deliveries
+// start once that is applied.
+func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
+	q.mu.Lock()
+	if q.deleted || q.stopped {
+		q.mu.Unlock()
+		return queue.ErrDeleted
+	}
+	q.nextKey++
+	key := q.pid + q.nextKey
+	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck}
+	q.consumers[key] = lc
+	q.mu.Unlock()
+	_, err := q.call(opAttach, func(e *encoder) {
+		e.u64(key)
+		e.str(q.typ.cfg.NodeID)
+		e.u32(uint32(o.Prefetch))
+		e.u32(uint32(int32(o.Priority)))
+		e.u8(b2u(o.Exclusive))
+	})
+	if err != nil {
+		q.mu.Lock()
+		delete(q.consumers, key)
+		q.mu.Unlock()
+		if err == errClosed {
+			return queue.ErrDeleted
+		}
+		return err
+	}
+	q.use()
+	return nil
+}
+
+// RemoveConsumer implements queue.Queue. A quorum queue is never
+// auto-deleted. What the consumer holds stays checked out until settled
+// (a closed channel requeues it).
+func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
+	q.mu.Lock()
+	var key uint64
+	for k, lc := range q.consumers {
+		if lc.tag == tag && lc.c == c {
+			key = k
+		}
+	}
+	if key != 0 {
+		delete(q.consumers, key)
+	}
+	q.mu.Unlock()
+	if key != 0 {
+		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+		q.use()
+	}
+	return false
+}
+
+// Kick implements queue.Queue: consumers that refused a delivery are
+// unblocked in the machine, which then checks messages out to them.
+func (q *Queue) Kick(ctx any) {
+	var keys []uint64
+	q.mu.Lock()
+	for k, lc := range q.consumers {
+		if lc.refusing {
+			lc.refusing = false
+			keys = append(keys, k)
+		}
+	}
+	q.mu.Unlock()
+	for _, k := range keys {
+		q.propose(opUnblock, func(e *encoder) { e.u64(k) }, nil)
+	}
+}
+
+// Settle implements queue.Queue: the settlement is proposed; it takes
+// effect once applied (Sync waits for that).
+func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
+	if len(entries) == 0 {
+		return
+	}
+	ids := make([]uint64, len(entries))
+	for i, e := range entries {
+		ids[i] = e.Seq
+	}
+	c := opSettle
+	switch op {
+	case queue.Reject:
+		c = opDiscard
+	case queue.Requeue:
+		c = opReturn
+	}
+	if op == queue.Ack {
+		q.mu.Lock()
+		q.stats.Ack += uint64(len(entries))
+		q.mu.Unlock()
+	}
+	q.propose(uint8(c), func(e *encoder) { e.ids(ids) }, nil)
+}
+
+// Get implements queue.Getter: a checkout through the log.
+func (q *Queue) Get(noAck bool) (queue.Entry, int, bool) {
+	q.use()
+	r, err := q.call(opGet, func(e *encoder) { e.u8(b2u(noAck)) })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err != nil || r.entry == nil {
+		q.stats.GetEmpty++
+		return queue.Entry{}, 0, false
+	}
+	if noAck {
+		q.stats.GetNoAck++
+	} else {
+		q.stats.Get++
+	}
+	if r.entry.Redelivered {
+		q.stats.Redeliver++
+	}
+	return *r.entry, r.n, true
+}
+
+// Purge implements queue.Purger.
+func (q *Queue) Purge() int {
+	r, err := q.call(opPurge, nil)
+	if err != nil {
+		return 0
+	}
+	return r.n
+}
+
+// SetLimits implements queue.LimitSetter: the new limits go through the
+// log, so every replica applies them from the same point.
+func (q *Queue) SetLimits(l queue.Limits) {
+	q.mu.Lock()
+	q.limits = l
+	q.mu.Unlock()
+	q.proposeConfig(l)
+	q.armIdle()
+}
+
+// Expire proposes the leader's clock now, so that expired messages at
+// the head go, and waits for it to be applied.
+func (q *Queue) Expire() error { return q.Sync() }
+
+// armExpiry sets the leader's timer for the head's expiry. q.mu is held.
+func (q *Queue) armExpiry(at int64) {
+	if at == 0 || q.deleted || q.stopped || (q.expiry != nil && q.expiryAt == at) {
+		return
+	}
+	if q.expiry != nil {
+		q.expiry.Stop()
+	}
+	q.expiryAt = at
+	d := time.Until(time.UnixMilli(at))
+	if now := q.typ.cfg.Now(); !now.IsZero() {
+		d = time.UnixMilli(at).Sub(now)
+	}
+	q.expiry = time.AfterFunc(max(d, 0)+time.Millisecond, func() {
+		q.propose(opTick, nil, nil)
+	})
+}
+
+// use records a use of the queue, for x-expires.
+func (q *Queue) use() {
+	q.mu.Lock()
+	q.lastUse = q.typ.cfg.Now()
+	q.mu.Unlock()
+	q.armIdle()
+}
+
+// armIdle (re)arms the x-expires timer: the queue expires once it had no
+// consumers and no basic.get for its x-expires.
+func (q *Queue) armIdle() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.idle != nil {
+		q.idle.Stop()
+		q.idle = nil
+	}
+	exp := q.limits.Expires
+	if exp <= 0 || q.deleted || q.stopped || q.hooks.Expired == nil {
+		return
+	}
+	left := exp - q.typ.cfg.Now().Sub(q.lastUse)
+	q.idle = time.AfterFunc(max(left, 0), func() {
+		q.mu.Lock()
+		busy := len(q.consumers) > 0 || q.deleted || q.stopped
+		unused := q.typ.cfg.Now().Sub(q.lastUse) >= exp
+		q.mu.Unlock()
+		switch {
+		case busy:
+		case unused:
+			q.hooks.Expired(q)
+		default:
+			q.armIdle()
+		}
+	})
+}
+
+// Touch implements queue.Queue.
+func (q *Queue) Touch() { q.use() }
+
+// Delete implements queue.Queue: once what was proposed is applied, the
+// conditions are checked, the group stops and its data goes.
+func (q *Queue) Delete(ifUnused, ifEmpty bool) (int, []queue.ConsumerRef, error) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return 0, nil, nil
+	}
+	q.mu.Unlock()
+	q.Sync()
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return 0, nil, nil
+	}
+	if ifUnused && len(q.consumers) > 0 {
+		q.mu.Unlock()
+		return 0, nil, queue.ErrInUse
+	}
+	if ifEmpty && q.m.readyN > 0 {
+		q.mu.Unlock()
+		return 0, nil, queue.ErrNotEmpty
+	}
+	q.deleted = true
+	n := q.m.readyN
+	var refs []queue.ConsumerRef
+	for _, lc := range q.consumers {
+		refs = append(refs, queue.ConsumerRef{Tag: lc.tag, Consumer: lc.c})
+	}
+	q.consumers = map[uint64]*local{}
+	q.mu.Unlock()
+	q.shutdown()
+	if st := q.typ.cfg.Store; st != nil && q.decl.ID != 0 {
+		q.typ.logErr(st.DeleteQueue(q.decl.VHost, q.decl.Name, q.decl.ID), "durable store write failed")
+	}
+	if rs := q.typ.Store(); rs != nil {
+		q.typ.logErr(rs.DeleteGroup(q.gid), "cannot remove a deleted quorum queue's raft data")
+	}
+	return n, refs, nil
+}
+
+// shutdown stops the proposer (what waits is sent first) and the group;
+// proposals nobody answered are failed.
+func (q *Queue) shutdown() {
+	q.mu.Lock()
+	q.stopped = true
+	if q.expiry != nil {
+		q.expiry.Stop()
+	}
+	if q.idle != nil {
+		q.idle.Stop()
+	}
+	q.mu.Unlock()
+	q.pmu.Lock()
+	was := q.closing
+	q.closing = true
+	q.pmu.Unlock()
+	if !was {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+	<-q.done
+	q.r.Shutdown().Error()
+	q.pmu.Lock()
+	ws := q.waiters
+	q.waiters = map[uint64]*waiter{}
+	q.pmu.Unlock()
+	for _, w := range ws {
+		w.answer(result{err: errClosed})
+	}
+	q.typ.mu.Lock()
+	if q.typ.queues[q.gid] == q {
+		delete(q.typ.queues, q.gid)
+	}
+	q.typ.mu.Unlock()
+}
+
+// Deleted implements queue.Queue.
+func (q *Queue) Deleted() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.deleted
+}
+
+// Stop implements queue.Stopper: the group stops (what was proposed is
+// sent first); the queue keeps its messages in its log.
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	done := q.stopped
+	q.mu.Unlock()
+	if !done {
+		q.shutdown()
+	}
+}
+
+// Stats implements queue.Queue, from the applied state.
+func (q *Queue) Stats() queue.Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return queue.Stats{Ready: q.m.readyN, ReadyBytes: q.m.readyB, Unacked: max(len(q.m.out)-q.noAckOut, 0), Consumers: len(q.consumers),
+		InMemory: q.m.cachedN, InMemoryBytes: q.m.cachedB}
+}
+
+// MessageStats implements queue.Queue.
+func (q *Queue) MessageStats() queue.MessageStats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.stats
+	return s
+}
+
+// DeliveryProps implements queue.Queue: a delivery carries
+// x-delivery-count, how often the message came back.
+func (q *Queue) DeliveryProps(e queue.Entry) []byte {
+	return queue.WithHeader(e.Msg.Props, "x-delivery-count", int64(e.Returns))
+}

@@ -1,0 +1,302 @@
+// Package quorum is RabbitMQ's quorum queue: each queue is a Raft group
+// (github.com/hashicorp/raft) whose log holds its commands (enqueue,
+// consumer attach and detach, settle, return, discard, purge, expiry,
+// limits), applied to a deterministic state machine (machine.go, in the
+// spirit of RabbitMQ's rabbit_fifo). A publish is confirmed once its
+// enqueue is committed and applied: with one voter, once the node's
+// shared Raft store (package raftstore) has synced it. Deliveries follow
+// from the applied state: the machine checks messages out to consumers
+// and the queue hands them over. On one node a queue is a one-voter
+// group; Config.Transport and raft's AddVoter let more voters join
+// without another design.
+package quorum
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/raftstore"
+)
+
+// Config is what the quorum type needs of the broker.
+type Config struct {
+	// Dir holds the node's Raft store (Dir/raft) and the groups'
+	// snapshots.
+	Dir string
+	// Store keeps the queues' definitions (nil: none are stored).
+	Store persist.Store
+	// Log reports failures that have no caller to return to.
+	Log func(err error, msg string)
+	// Now is the clock the leader proposes (default time.Now).
+	Now queue.Clock
+	// NodeID names this node in the groups (default "local").
+	NodeID string
+	// Transport gives group id its transport and this node's address in
+	// it; nil: an in-memory one, for one-voter groups.
+	Transport func(group uint64) (raft.ServerAddress, raft.Transport, error)
+	// Timeouts for raft (HeartbeatTimeout, ElectionTimeout and the leader
+	// lease; default 1s, as raft's). A one-voter group elects itself at
+	// once when new, after one timeout at a restart.
+	Timeout time.Duration
+	// SnapshotThreshold is how many log entries a group takes between
+	// snapshots (default 8192).
+	SnapshotThreshold uint64
+	// NoSync: the Raft store does not sync (tests of logic only).
+	NoSync bool
+}
+
+var quorumInfo = queue.TypeInfo{Name: "quorum", Module: "rabbit_quorum_queue", Refused: queue.QuorumRefused, Replicated: true,
+	Compared: queue.QuorumCompared}
+
+// Type is the quorum queue type.
+type Type struct {
+	cfg  Config
+	anon atomic.Uint64
+
+	openOnce sync.Once
+	store    *raftstore.Store
+	openErr  error
+
+	mu     sync.Mutex
+	queues map[uint64]*Queue // open queues by group id
+	known  map[uint64]bool   // groups opened since start
+	closed bool
+}
+
+// NewType returns the quorum type; its Raft store opens with the first
+// queue.
+func NewType(cfg Config) *Type {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "local"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Second
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 8192
+	}
+	return &Type{cfg: cfg, queues: map[uint64]*Queue{}, known: map[uint64]bool{}}
+}
+
+// Info implements queue.Type.
+func (t *Type) Info() queue.TypeInfo { return quorumInfo }
+
+func (t *Type) logErr(err error, msg string) {
+	if err != nil && t.cfg.Log != nil {
+		t.cfg.Log(err, msg)
+	}
+}
+
+// raftStore opens the node's Raft store once.
+func (t *Type) raftStore() (*raftstore.Store, error) {
+	t.openOnce.Do(func() {
+		t.store, t.openErr = raftstore.Open(filepath.Join(t.cfg.Dir, "raft"), raftstore.Options{NoSync: t.cfg.NoSync,
+			Logger: func(f string, a ...any) { t.logErr(fmt.Errorf(f, a...), "quorum raft store") }})
+	})
+	return t.store, t.openErr
+}
+
+// Store returns the node's Raft store once a queue opened it, else nil.
+func (t *Type) Store() *raftstore.Store {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.store
+}
+
+// Close stops what is still open and closes the Raft store; call it
+// after the queues were stopped (the broker's shutdown).
+func (t *Type) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	qs := make([]*Queue, 0, len(t.queues))
+	for _, q := range t.queues {
+		qs = append(qs, q)
+	}
+	t.mu.Unlock()
+	for _, q := range qs {
+		q.Stop()
+	}
+	if t.store != nil {
+		return t.store.Close()
+	}
+	return nil
+}
+
+// New implements queue.Type: the declaration is stored first (its id is
+// the group's), then a one-voter group is bootstrapped and elects itself.
+func (t *Type) New(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, error) {
+	switch {
+	case !d.Durable:
+		return nil, &queue.PropertyError{Property: "non-durable"}
+	case d.Exclusive:
+		return nil, &queue.PropertyError{Property: "exclusive-owner"}
+	case d.AutoDelete:
+		return nil, &queue.PropertyError{Property: "auto-delete"}
+	}
+	st, err := t.raftStore()
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.Store != nil {
+		rec := persist.QueueRecord{VHost: d.VHost, Name: d.Name, Durable: true, Args: persist.EncodeArgs(d.Args)}
+		if err := t.cfg.Store.SaveQueue(&rec); err != nil {
+			return nil, fmt.Errorf("cannot store queue: %w", err)
+		}
+		d.ID = rec.ID
+	}
+	gid := d.ID
+	if gid == 0 {
+		gid = 1<<63 | t.anon.Add(1) // not stored: ids of their own
+	}
+	// A new queue starts empty, whatever a crash left under its id.
+	if err := st.DeleteGroup(gid); err != nil {
+		return nil, err
+	}
+	q, err := t.open(d, l, h, gid, true)
+	if err != nil && t.cfg.Store != nil {
+		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
+	}
+	return q, err
+}
+
+// Recover implements the broker's recovery of a stored quorum queue: its
+// group restores its last snapshot and applies the committed log after
+// it, its consumers from before the restart are detached (what they held
+// comes back with x-delivery-count raised), and it elects itself.
+func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, int, error) {
+	if _, err := t.raftStore(); err != nil {
+		return nil, 0, err
+	}
+	q, err := t.open(d, l, h, d.ID, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The group elects itself and applies its log; the count is then
+	// the recovered state's.
+	if err := q.Sync(); err != nil {
+		q.Stop()
+		return nil, 0, fmt.Errorf("quorum queue %q: %w", d.Name, err)
+	}
+	st := q.Stats()
+	return q, st.Ready + st.Unacked, nil
+}
+
+// Recovered opens the Raft store if no recovered queue did, and removes
+// the Raft data of groups no longer defined (a crash between a queue's
+// deletion and its group's), once the broker recovered its definitions.
+func (t *Type) Recovered() {
+	st := t.Store()
+	if st == nil {
+		// No quorum queue was recovered: the store opens now (at the
+		// broker's start, not in the middle of a first declaration)
+		// where the data directory exists, else with the first queue.
+		if _, err := os.Stat(filepath.Dir(filepath.Clean(t.cfg.Dir))); err != nil {
+			return
+		}
+		var err error
+		if st, err = t.raftStore(); err != nil {
+			return
+		}
+	}
+	ids, err := st.GroupIDs()
+	t.logErr(err, "cannot list the quorum queues' raft groups")
+	t.mu.Lock()
+	var gone []uint64
+	for _, id := range ids {
+		if !t.known[id] {
+			gone = append(gone, id)
+		}
+	}
+	t.mu.Unlock()
+	for _, id := range gone {
+		t.logErr(st.DeleteGroup(id), "cannot remove a deleted quorum queue's raft data")
+	}
+}
+
+// raftConfig is a group's raft configuration.
+func (t *Type) raftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(t.cfg.NodeID)
+	c.HeartbeatTimeout = t.cfg.Timeout
+	c.ElectionTimeout = t.cfg.Timeout
+	c.LeaderLeaseTimeout = t.cfg.Timeout
+	c.CommitTimeout = 50 * time.Millisecond
+	c.BatchApplyCh = true
+	c.MaxAppendEntries = 256
+	c.SnapshotThreshold = t.cfg.SnapshotThreshold
+	c.SnapshotInterval = 30 * time.Second
+	c.TrailingLogs = 256
+	// Not RestoreCommittedLogs: raft 1.8.0 then skips the configuration
+	// entries among the logs it restores (NewRaft scans for them only
+	// after the last applied index), and a one-voter group would come
+	// back with no voter. Recover waits for the election instead.
+	c.NoLegacyTelemetry = true
+	c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: io.Discard})
+	if t.cfg.Log != nil {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: logWriter{t}})
+	}
+	return c
+}
+
+type logWriter struct{ t *Type }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.logErr(errors.New(string(p)), "quorum queue raft")
+	return len(p), nil
+}
+
+func newPID() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+// Publish implements queue.Type: m is proposed to each queue's group;
+// done runs once every enqueue is applied, with the first error (a
+// reject-publish refusal, a lost leadership).
+func (t *Type) Publish(m *queue.Message, qs []queue.Queue, ctx any, done func(error)) (routed, dropped bool) {
+	if len(qs) == 1 {
+		return qs[0].(*Queue).enqueue(m, done), false
+	}
+	var cb func(error)
+	if done != nil {
+		var left atomic.Int32
+		var first atomic.Pointer[error]
+		left.Store(int32(len(qs)) + 1)
+		cb = func(err error) {
+			if err != nil {
+				first.CompareAndSwap(nil, &err)
+			}
+			if left.Add(-1) == 0 {
+				if p := first.Load(); p != nil {
+					done(*p)
+				} else {
+					done(nil)
+				}
+			}
+		}
+		defer cb(nil)
+	}
+	for _, x := range qs {
+		if x.(*Queue).enqueue(m, cb) {
+			routed = true
+		}
+	}
+	return routed, false
+}
