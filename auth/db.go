@@ -106,6 +106,8 @@ type DB struct {
 	// anyTopics is set while some topic permission exists, so that topic
 	// publishes skip the lock when none does (the common case).
 	anyTopics atomic.Bool
+	// repl carries changes to a cluster's nodes (replicate.go).
+	repl atomic.Pointer[replicatorBox]
 }
 
 // New returns an empty database that calls save with a snapshot after each
@@ -287,8 +289,8 @@ func (db *DB) Users() []User {
 	return db.snapshot().Users
 }
 
-// PutUser creates or replaces a user (its permissions stay).
-func (db *DB) PutUser(u User) error {
+// putUser creates or replaces a user (its permissions stay).
+func (db *DB) putUser(u User) error {
 	if err := checkName("user", u.Name, 0); err != nil {
 		return err
 	}
@@ -319,8 +321,8 @@ func (db *DB) SetPassword(name, password string, tags []string) error {
 	return db.PutUser(u)
 }
 
-// DeleteUser removes a user with its permissions.
-func (db *DB) DeleteUser(name string) error {
+// deleteUser removes a user with its permissions.
+func (db *DB) deleteUser(name string) error {
 	return db.change(func() error {
 		if _, ok := db.users[name]; !ok {
 			return ErrNoUser
@@ -358,8 +360,8 @@ func (db *DB) VHosts() []VHost {
 	return db.snapshot().VHosts
 }
 
-// PutVHost creates or updates a vhost's record.
-func (db *DB) PutVHost(v VHost) error {
+// putVHost creates or updates a vhost's record.
+func (db *DB) putVHost(v VHost) error {
 	if err := checkName("vhost", v.Name, 255); err != nil {
 		return err
 	}
@@ -385,8 +387,8 @@ func checkName(kind, name string, limit int) error {
 	return nil
 }
 
-// DeleteVHost removes a vhost's record and every permission in it.
-func (db *DB) DeleteVHost(name string) error {
+// deleteVHost removes a vhost's record and every permission in it.
+func (db *DB) deleteVHost(name string) error {
 	return db.change(func() error {
 		if _, ok := db.vhosts[name]; !ok {
 			return ErrNoVHost
@@ -406,8 +408,8 @@ func (db *DB) DeleteVHost(name string) error {
 	})
 }
 
-// SetVHostLimits replaces a vhost's limits; a negative value means none.
-func (db *DB) SetVHostLimits(name string, limits map[string]int64) error {
+// setVHostLimits replaces a vhost's limits; a negative value means none.
+func (db *DB) setVHostLimits(name string, limits map[string]int64) error {
 	return db.change(func() error {
 		v, ok := db.vhosts[name]
 		if !ok {
@@ -418,8 +420,8 @@ func (db *DB) SetVHostLimits(name string, limits map[string]int64) error {
 	})
 }
 
-// SetUserLimits replaces a user's limits; a negative value means none.
-func (db *DB) SetUserLimits(name string, limits map[string]int64) error {
+// setUserLimits replaces a user's limits; a negative value means none.
+func (db *DB) setUserLimits(name string, limits map[string]int64) error {
 	return db.change(func() error {
 		u, ok := db.users[name]
 		if !ok {
@@ -501,8 +503,8 @@ func expandVars(p string, vars Vars) string {
 	).Replace(p)
 }
 
-// SetPermission sets a user's permissions in a vhost; both must exist.
-func (db *DB) SetPermission(p Permission) error {
+// setPermission sets a user's permissions in a vhost; both must exist.
+func (db *DB) setPermission(p Permission) error {
 	cp, err := compilePerm(p)
 	if err != nil {
 		return err
@@ -527,9 +529,9 @@ func (db *DB) userAndVHost(user, vhost string) error {
 	return nil
 }
 
-// ClearPermission removes a user's permissions in a vhost (absent is not
+// clearPermission removes a user's permissions in a vhost (absent is not
 // an error).
-func (db *DB) ClearPermission(vhost, user string) error {
+func (db *DB) clearPermission(vhost, user string) error {
 	return db.change(func() error {
 		delete(db.perms, pkey{vhost, user})
 		return nil
@@ -554,9 +556,9 @@ func (db *DB) Permission(vhost, user string) (Permission, bool) {
 	return cp.Permission, true
 }
 
-// SetTopicPermission sets a user's topic permission for one exchange of a
+// setTopicPermission sets a user's topic permission for one exchange of a
 // vhost, replacing an earlier one for the same exchange.
-func (db *DB) SetTopicPermission(p TopicPermission) error {
+func (db *DB) setTopicPermission(p TopicPermission) error {
 	ct, err := compileTopic(p)
 	if err != nil {
 		return err
@@ -572,9 +574,9 @@ func (db *DB) SetTopicPermission(p TopicPermission) error {
 	})
 }
 
-// ClearTopicPermission removes a user's topic permissions in a vhost: for
+// clearTopicPermission removes a user's topic permissions in a vhost: for
 // one exchange, or all of them when exchange is "".
-func (db *DB) ClearTopicPermission(vhost, user, exchange string) error {
+func (db *DB) clearTopicPermission(vhost, user, exchange string) error {
 	return db.change(func() error {
 		k := pkey{vhost, user}
 		if exchange == "" {

@@ -28,6 +28,12 @@ func (s *Server) Auth() *auth.DB { return s.auth }
 // loadAuth reads the access-control snapshot, or seeds a first start with
 // vhost "/" and the configured users, and creates every vhost.
 func (s *Server) loadAuth() error {
+	if s.cfg.Cluster.Listen != "" {
+		// A cluster's access control is the metadata group's, from its
+		// first command on (cluster_admin.go).
+		s.auth = auth.New(nil)
+		return nil
+	}
 	s.auth = auth.New(func(b []byte) error { return s.store.SaveBlob(authBlobKey, b) })
 	data, err := s.store.LoadBlob(authBlobKey)
 	switch {
@@ -73,6 +79,13 @@ func (s *Server) AddVHost(rec auth.VHost) error {
 	if err := s.auth.PutVHost(rec); err != nil {
 		return err
 	}
+	s.ensureVHost(rec.Name)
+	return nil
+}
+
+// ensureVHost creates vhost name's objects if they are not there.
+func (s *Server) ensureVHost(name string) {
+	rec := auth.VHost{Name: name}
 	s.vhostsMu.Lock()
 	defer s.vhostsMu.Unlock()
 	if s.vhosts[rec.Name] == nil {
@@ -80,25 +93,35 @@ func (s *Server) AddVHost(rec auth.VHost) error {
 		s.vhosts[rec.Name] = v
 		s.log.Info().Str("vhost", rec.Name).Msg("vhost created")
 	}
-	return nil
 }
 
 // DeleteVHost removes a vhost with everything in it: its connections are
 // closed with 320 CONNECTION_FORCED, its queues and exchanges deleted, its
-// policies and permissions dropped.
+// policies and permissions dropped. In a cluster the record's deletion is
+// a command of the metadata group whose Apply tears the vhost down on
+// every node.
 func (s *Server) DeleteVHost(name string) error {
 	if _, ok := s.auth.VHost(name); !ok {
 		return auth.ErrNoVHost
 	}
+	if s.clustered() {
+		return s.auth.DeleteVHost(name)
+	}
+	if err := s.auth.DeleteVHost(name); err != nil {
+		return err
+	}
+	s.teardownVHost(name)
+	return nil
+}
+
+// teardownVHost removes vhost name's objects, once its record is gone.
+func (s *Server) teardownVHost(name string) {
 	s.vhostsMu.Lock()
 	v := s.vhosts[name]
 	delete(s.vhosts, name)
 	s.vhostsMu.Unlock()
-	if err := s.auth.DeleteVHost(name); err != nil {
-		return err
-	}
 	if v == nil {
-		return nil
+		return
 	}
 	v.setTracing(false)
 	s.closeConns(func(info *connInfo) bool { return info.VHost == name }, fmt.Sprintf("vhost '%s' is deleted", name))
@@ -119,18 +142,25 @@ func (s *Server) DeleteVHost(name string) error {
 	v.mu.Unlock()
 	v.logStoreErr(s.store.DeleteBlob(policyBlobKey(name)))
 	s.log.Info().Str("vhost", name).Msg("vhost deleted")
-	return nil
 }
 
 // DeleteUser removes a user and its permissions, and closes its
-// connections with 320 CONNECTION_FORCED, as RabbitMQ does.
+// connections with 320 CONNECTION_FORCED, as RabbitMQ does (in a
+// cluster, on every node: the metadata group's Apply does it).
 func (s *Server) DeleteUser(name string) error {
 	if err := s.auth.DeleteUser(name); err != nil {
 		return err
 	}
+	if !s.clustered() {
+		s.userDeleted(name)
+	}
+	return nil
+}
+
+// userDeleted closes the connections of user name, once it is deleted.
+func (s *Server) userDeleted(name string) {
 	s.closeConns(func(info *connInfo) bool { return info.User == name }, fmt.Sprintf("user '%s' is deleted", name))
 	s.log.Info().Str("user", name).Msg("user deleted")
-	return nil
 }
 
 // closeConns force-closes every open connection whose negotiated state

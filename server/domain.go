@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/auth"
 	"github.com/warrenmq/warren/binding"
 	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
 
@@ -76,6 +78,9 @@ func (v *vhost) queueFor(a Actor, name string) (queue.Queue, error) {
 	if q == nil {
 		return nil, &NotFoundError{Kind: "queue", Name: name, VHost: v.name}
 	}
+	if err := homeDown(q); err != nil {
+		return nil, err
+	}
 	if d := q.Decl(); d.Exclusive && d.Owner != a.Conn {
 		return nil, &LockedError{Name: name, VHost: v.name}
 	}
@@ -92,7 +97,7 @@ func (v *vhost) target(a Actor, perm auth.Perm, name string, anyOwner bool) (que
 		return v.queueFor(a, name)
 	}
 	if q := v.lookupQueue(name); q != nil {
-		return q, nil
+		return q, homeDown(q)
 	}
 	return nil, &NotFoundError{Kind: "queue", Name: name, VHost: v.name}
 }
@@ -144,8 +149,10 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 	}
 	if d.Exclusive {
 		decl.Owner = a.Conn
+	} else if v.srv.clustered() {
+		return v.declareReplicated(a, decl)
 	}
-	q, err := v.openQueue(a, decl)
+	q, err := v.openQueue(a, decl, nil)
 	if err != nil {
 		return QueueDeclared{}, err
 	}
@@ -153,9 +160,35 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 	return declared(name, q), nil
 }
 
+// declareReplicated is DeclareQueue of a non-exclusive queue in a
+// cluster: a command of the metadata group (cluster_meta.go), this node
+// the home of a new queue.
+func (v *vhost) declareReplicated(a Actor, decl queue.Decl) (QueueDeclared, error) {
+	name := decl.Name
+	if q := v.lookupQueue(name); q != nil && q.Decl().Exclusive {
+		return QueueDeclared{}, &LockedError{Name: name, VHost: v.name}
+	}
+	_, err := v.srv.propose(&metaCmd{Op: opQueueDeclare, VHost: v.name, User: a.User, System: a.System, Queue: &metaQueue{
+		Name: name, Durable: decl.Durable, AutoDelete: decl.AutoDelete, Args: persist.EncodeArgs(decl.Args), Home: v.srv.meta.self,
+	}})
+	if err != nil {
+		return QueueDeclared{}, err
+	}
+	q := v.lookupQueue(name)
+	if q == nil {
+		return QueueDeclared{}, &NotFoundError{Kind: "queue", Name: name, VHost: v.name}
+	}
+	if err := homeDown(q); err != nil {
+		return QueueDeclared{}, err
+	}
+	v.srv.churn.queueDeclared.Add(1)
+	return declared(name, q), nil
+}
+
 // openQueue is DeclareQueue's part under v.mu: compare with the existing
-// queue, or check, admit and create a new one.
-func (v *vhost) openQueue(a Actor, decl queue.Decl) (queue.Queue, error) {
+// queue, or check, admit and create a new one. r is the record of a
+// replicated queue (the metadata group's Apply), nil for a node's own.
+func (v *vhost) openQueue(a Actor, decl queue.Decl, r *replica) (queue.Queue, error) {
 	name := decl.Name
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -181,11 +214,22 @@ func (v *vhost) openQueue(a Actor, decl queue.Decl) (queue.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := typ.New(decl, limits, v.hooks)
+	var q queue.Queue
+	if r != nil {
+		if t := typ.Info().Name; t != "classic" {
+			return nil, amqp.Errorf(amqp.NotImplemented, 0, 0, "%s queues are not supported in a Warren cluster yet: queue '%s' in vhost '%s'", t, name, v.name)
+		}
+		q, err = v.srv.meta.newReplica(v, typ, decl, limits, r)
+	} else {
+		q, err = typ.New(decl, limits, v.hooks)
+	}
 	if err != nil {
 		return nil, declareError(err, name, v.name)
 	}
 	v.queues[name] = q
+	if r != nil {
+		v.replicas[name] = r
+	}
 	v.srv.churn.queueCreated.Add(1)
 	return q, nil
 }
@@ -296,6 +340,9 @@ func (v *vhost) DeleteQueue(a Actor, d QueueDelete) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if r := v.replicaOf(q); r != nil {
+		return v.deleteReplicated(q, r, d.IfUnused, d.IfEmpty)
+	}
 	n, err := v.deleteQueue(q, d.IfUnused, d.IfEmpty)
 	switch {
 	case errors.Is(err, queue.ErrInUse):
@@ -381,6 +428,18 @@ func (v *vhost) DeclareExchange(a Actor, d ExchangeDeclare) error {
 	decl := exchange.Decl{
 		Name: d.Name, Kind: kind, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: d.Args,
 	}
+	if v.srv.clustered() {
+		_, err := v.srv.propose(&metaCmd{Op: opExchangeDeclare, VHost: v.name, User: a.User, System: a.System, Exchange: &metaExchange{
+			Name: d.Name, Kind: d.Type, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: persist.EncodeArgs(d.Args),
+		}})
+		return err
+	}
+	return v.declareExchange(a, decl)
+}
+
+// declareExchange is DeclareExchange's part under v.mu.
+func (v *vhost) declareExchange(a Actor, decl exchange.Decl) error {
+	d := decl
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if e := v.exchanges[d.Name]; e != nil {
@@ -434,14 +493,23 @@ func (v *vhost) DeleteExchange(a Actor, d ExchangeDelete) error {
 	if err := v.check(a, auth.Configure, "exchange", d.Name); err != nil {
 		return err
 	}
+	if v.srv.clustered() {
+		_, err := v.srv.propose(&metaCmd{Op: opExchangeDelete, VHost: v.name, User: a.User, System: a.System, Name: d.Name, IfUnused: d.IfUnused})
+		return err
+	}
+	return v.deleteExchange(d.Name, d.IfUnused)
+}
+
+// deleteExchange is DeleteExchange's part under v.mu.
+func (v *vhost) deleteExchange(name string, ifUnused bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e := v.exchanges[d.Name]
+	e := v.exchanges[name]
 	if e == nil {
-		return &NotFoundError{Kind: "exchange", Name: d.Name, VHost: v.name}
+		return &NotFoundError{Kind: "exchange", Name: name, VHost: v.name}
 	}
-	if d.IfUnused && e.HasBindings() {
-		return &PreconditionError{Reason: InUse, Kind: "exchange", Name: d.Name, VHost: v.name}
+	if ifUnused && e.HasBindings() {
+		return &PreconditionError{Reason: InUse, Kind: "exchange", Name: name, VHost: v.name}
 	}
 	v.removeExchange(e)
 	return nil
@@ -492,7 +560,12 @@ func (v *vhost) Bind(a Actor, b Binding) error {
 			return err
 		}
 	}
-	return v.changeBinding(b.Source, binding.Binding{Dest: b.Dest, Key: b.Key, Args: b.Args}, true)
+	bb := binding.Binding{Dest: b.Dest, Key: b.Key, Args: b.Args}
+	if v.replicatedBinding(b.Dest) {
+		_, err := v.srv.propose(&metaCmd{Op: opBind, VHost: v.name, User: a.User, System: a.System, Binding: newMetaBinding(b.Source, bb)})
+		return err
+	}
+	return v.changeBinding(b.Source, bb, true)
 }
 
 // Unbind removes a binding. As in RabbitMQ it is idempotent: a binding
@@ -503,7 +576,12 @@ func (v *vhost) Unbind(a Actor, b Binding) error {
 	if err := v.checkBinding(a, b); err != nil {
 		return err
 	}
-	return v.unbind(b.Source, binding.Binding{Dest: b.Dest, Key: b.Key, Args: b.Args}, a.Conn)
+	bb := binding.Binding{Dest: b.Dest, Key: b.Key, Args: b.Args}
+	if v.replicatedBinding(b.Dest) {
+		_, err := v.srv.propose(&metaCmd{Op: opUnbind, VHost: v.name, User: a.User, System: a.System, Binding: newMetaBinding(b.Source, bb)})
+		return err
+	}
+	return v.unbind(b.Source, bb, a.Conn)
 }
 
 // changeBinding adds or removes b on exchange src after checking that both

@@ -131,6 +131,14 @@ type UnknownTypeError struct {
 }
 
 // StoreError: the durable store refused a definition (541 INTERNAL_ERROR).
+// HomeDownError: the home node of a classic queue is down (cluster mode);
+// RabbitMQ 3.10 answers 404 NOT_FOUND.
+type HomeDownError struct {
+	Name, VHost, Node string
+}
+
+func (e *HomeDownError) Error() string { return replyError(e).Text }
+
 type StoreError struct {
 	What string // "exchange", "binding"
 	Err  error
@@ -166,7 +174,16 @@ func replyError(err error) *amqp.Error {
 		se  *StoreError
 		ce  *queue.CrashError
 	)
+	var (
+		ap *appliedError
+		hd *HomeDownError
+	)
 	switch {
+	case errors.As(err, &ap):
+		r := ap.reply
+		return &r
+	case errors.As(err, &hd):
+		return amqp.Errorf(amqp.NotFound, 0, 0, "home node '%s' of durable queue '%s' in vhost '%s' is down or inaccessible", hd.Node, hd.Name, hd.VHost)
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ce):

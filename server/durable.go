@@ -88,6 +88,14 @@ func (s *Server) recoverDefinitions() error {
 	if err != nil {
 		return fmt.Errorf("read definitions: %w", err)
 	}
+	if s.meta != nil {
+		// A cluster's definitions are its metadata group's: the stored
+		// queues wait for their declarations (cluster_meta.go).
+		s.meta.stashQueues(defs.Queues)
+		s.msgID.Store(s.store.NextMessageID())
+		s.log.Info().Int("queues", len(defs.Queues)).Msg("stored queues kept for the cluster's declarations")
+		return nil
+	}
 	for _, x := range defs.Exchanges {
 		v := s.vhost(x.VHost)
 		if v == nil {

@@ -42,7 +42,8 @@ type policyEntry struct {
 func policyBlobKey(vhost string) string { return "policies\x00" + vhost }
 
 // SetPolicy creates or replaces a policy in vhost, stores it and applies it
-// to the queues it matches.
+// to the queues it matches. In a cluster it is a command of the metadata
+// group, applied on every node.
 func (s *Server) SetPolicy(vhost string, p Policy) error {
 	v := s.vhost(vhost)
 	if v == nil {
@@ -51,6 +52,18 @@ func (s *Server) SetPolicy(vhost string, p Policy) error {
 	if p.ApplyTo == "" {
 		p.ApplyTo = "all"
 	}
+	if _, err := compilePolicy(p, true); err != nil {
+		return err
+	}
+	if s.clustered() {
+		_, err := s.propose(&metaCmd{Op: opPolicySet, VHost: vhost, Policy: &p})
+		return err
+	}
+	return s.setPolicy(v, p)
+}
+
+// setPolicy is SetPolicy on this node.
+func (s *Server) setPolicy(v *vhost, p Policy) error {
 	e, err := compilePolicy(p, true)
 	if err != nil {
 		return err
@@ -75,6 +88,15 @@ func (s *Server) DeletePolicy(vhost, name string) error {
 	if v == nil {
 		return fmt.Errorf("no vhost %q", vhost)
 	}
+	if s.clustered() {
+		_, err := s.propose(&metaCmd{Op: opPolicyDelete, VHost: vhost, Name: name})
+		return err
+	}
+	return s.deletePolicy(v, name)
+}
+
+// deletePolicy is DeletePolicy on this node.
+func (s *Server) deletePolicy(v *vhost, name string) error {
 	v.mu.Lock()
 	old := v.policies
 	v.policies = withoutPolicy(v.policies, name)

@@ -76,6 +76,15 @@ type Server struct {
 	alarms *alarmState
 	// cluster is the cluster node (cluster.go); nil for a single node.
 	cluster *cluster.Node
+	// In cluster mode (cluster.go): the metadata state machine, the
+	// stand-ins of other nodes' queues, the home side of this node's,
+	// and the context and goroutines of the node's links.
+	meta        *meta
+	remote      *remoteSide
+	home        *homeSide
+	clusterCtx  context.Context
+	clusterStop context.CancelFunc
+	clusterWG   sync.WaitGroup
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
 	alarmPoke chan struct{}
 
@@ -131,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.alarms = newAlarmState(limit)
 	s.registerTypes()
+	s.initCluster()
 	// What non-durable queues spilled before a restart is gone for good.
 	if err := os.RemoveAll(s.spillDir()); err != nil {
 		s.store.Close()

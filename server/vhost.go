@@ -25,6 +25,9 @@ type vhost struct {
 	mu        sync.RWMutex
 	exchanges map[string]*exchange.Exchange
 	queues    map[string]queue.Queue
+	// replicas are the queues of the cluster's metadata group, by name:
+	// their home and incarnation (cluster_meta.go); nil for a single node.
+	replicas map[string]*replica
 	// headersExchanges counts headers exchanges, so that publishes decode
 	// the headers property only when some exchange could look at it.
 	headersExchanges int
@@ -48,12 +51,13 @@ func newVhost(s *Server, name string) *vhost {
 		log:       &s.log,
 		exchanges: map[string]*exchange.Exchange{},
 		queues:    map[string]queue.Queue{},
+		replicas:  map[string]*replica{},
 	}
 	v.lookup = func(name string) *exchange.Exchange { return v.exchanges[name] }
 	v.scratchPool.New = func() any { return &routeScratch{} }
 	v.hooks = queue.Hooks{
 		DeadLetter: v.deadLetter,
-		Expired:    func(q queue.Queue) { v.deleteQueue(q, true, false) },
+		Expired:    func(q queue.Queue) { v.deleteQueueIfUnused(q) },
 		Cancel: func(_ queue.Queue, c queue.ConsumerRef) {
 			if k, ok := c.Consumer.(*consumer); ok {
 				k.ch.cancelByBroker(k)
@@ -102,8 +106,11 @@ func (v *vhost) removeExchange(e *exchange.Exchange) {
 // lost their last binding as RabbitMQ does. v.mu must be held for writing.
 func (v *vhost) unbindDest(d binding.Destination) {
 	v.forgetBindingsTo(d)
+	// In a cluster an exchange losing a binding to an exclusive queue,
+	// which only this node has, stays: the metadata group decides.
+	local := v.srv.clustered() && v.localDest(d)
 	for _, src := range v.exchanges {
-		if src.UnbindDest(d) > 0 {
+		if src.UnbindDest(d) > 0 && !local {
 			v.maybeAutoDeleteExchange(src)
 		}
 	}
@@ -185,6 +192,7 @@ func (v *vhost) deleteQueue(q queue.Queue, ifUnused, ifEmpty bool) (int, error) 
 	if v.queues[name] == q {
 		v.unbindDest(binding.Destination{Kind: binding.Queue, Name: name})
 		delete(v.queues, name)
+		delete(v.replicas, name)
 		v.srv.churn.queueDeleted.Add(1)
 	}
 	for _, c := range consumers {
@@ -195,8 +203,17 @@ func (v *vhost) deleteQueue(q queue.Queue, ifUnused, ifEmpty bool) (int, error) 
 	return ready, nil
 }
 
-// deleteQueueIfUnused auto-deletes q after its last consumer left.
+// deleteQueueIfUnused auto-deletes q after its last consumer left (or
+// expires it). In a cluster the home of a replicated queue proposes its
+// deletion, on a goroutine of its own: this may run under locks Apply
+// takes.
 func (v *vhost) deleteQueueIfUnused(q queue.Queue) {
+	if r := v.replicaOf(q); r != nil {
+		if v.srv.meta.isSelf(r.home) {
+			go v.deleteHomed(q, r, true, false)
+		}
+		return
+	}
 	v.deleteQueue(q, true, false)
 }
 
