@@ -2,6 +2,7 @@ package mgmt_test
 
 import (
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,10 +32,23 @@ func clusterAddrs(t *testing.T, n int) []string {
 func TestClusterNodes(t *testing.T) {
 	addrs := clusterAddrs(t, 3)
 	names := []string{"n1", "n2", "n3"}
-	var envs []*env
+	// The nodes start together, as a cluster's do: each waits for the
+	// metadata to catch up before it serves.
+	envs := make([]*env, 3)
+	var wg sync.WaitGroup
 	for i := range 3 {
-		cfg := server.Config{Cluster: cluster.Config{NodeName: names[i], Listen: addrs[i], Seeds: addrs, Secret: "s3cret-s3cret"}}
-		envs = append(envs, startBroker(t, cfg, mgmt.Options{}))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := server.Config{Cluster: cluster.Config{NodeName: names[i], Listen: addrs[i], Seeds: addrs, Secret: "s3cret-s3cret"}}
+			envs[i] = startBroker(t, cfg, mgmt.Options{})
+		}()
+	}
+	wg.Wait()
+	for i, e := range envs {
+		if e == nil {
+			t.Fatalf("node %d did not start", i)
+		}
 	}
 	var c struct {
 		Node           string `json:"node"`
@@ -44,9 +58,11 @@ func TestClusterNodes(t *testing.T) {
 			Running bool   `json:"running"`
 		} `json:"nodes"`
 	}
+	// Each node learns that the others run from its own probes: wait
+	// until every node sees three running nodes and a leader.
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		envs[0].getJSON("/api/cluster", &c)
+	for i := 0; i < 3; {
+		envs[i].getJSON("/api/cluster", &c)
 		running := 0
 		for _, n := range c.Nodes {
 			if n.Running {
@@ -54,13 +70,15 @@ func TestClusterNodes(t *testing.T) {
 			}
 		}
 		if len(c.Nodes) == 3 && running == 3 && c.MetadataLeader != "" {
-			break
+			i++
+			continue
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no cluster of three running nodes with a leader: %+v", c)
+			t.Fatalf("node %d does not see a cluster of three running nodes with a leader: %+v", i, c)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	envs[0].getJSON("/api/cluster", &c)
 	if c.Node != "n1" {
 		t.Fatalf("/api/cluster answered by %q", c.Node)
 	}
