@@ -284,3 +284,43 @@ func checkAfterCrash(t *testing.T, url string, queues []string, l *crashLedger) 
 	}
 	t.Logf("recovered %d messages; %d confirmed, %d durably acked", len(seen), len(l.confirmed), len(l.acked))
 }
+
+// declareAfterStart declares queue name with args on the child broker at
+// url, as every round of a kill test does after its start.
+func declareAfterStart(t *testing.T, url, name string, args amqp091.Table) {
+	t.Helper()
+	setup, err := amqp091.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	sch, _ := setup.Channel()
+	if _, err := sch.QueueDeclare(name, true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// confirmingPublisher publishes to queue on its own connection until ctx
+// ends or the broker dies: message i is msg(i), and confirmed(body) is
+// called for each message the broker acked.
+func confirmingPublisher(ctx context.Context, url, queue string, msg func(i int) amqp091.Publishing, confirmed func(body string)) {
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, _ := conn.Channel()
+	if ch.Confirm(false) != nil {
+		return
+	}
+	for i := 0; ctx.Err() == nil; i++ {
+		m := msg(i)
+		dc, err := ch.PublishWithDeferredConfirm("", queue, false, false, m)
+		if err != nil {
+			return
+		}
+		if ok, err := dc.WaitContext(ctx); err == nil && ok {
+			confirmed(string(m.Body))
+		}
+	}
+}

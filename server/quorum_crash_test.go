@@ -26,43 +26,21 @@ func TestQuorumKill9(t *testing.T) {
 	var mu sync.Mutex
 	for round := range rounds {
 		b.start()
-		setup, err := amqp091.Dial(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sch, _ := setup.Channel()
-		if _, err := sch.QueueDeclare("crash-quorum", true, false, false, false, args); err != nil {
-			t.Fatal(err)
-		}
-		setup.Close()
+		declareAfterStart(t, url, "crash-quorum", args)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for p := range 3 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				conn, err := amqp091.Dial(url)
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				ch, _ := conn.Channel()
-				if ch.Confirm(false) != nil {
-					return
-				}
-				for i := 0; ctx.Err() == nil; i++ {
+				confirmingPublisher(ctx, url, "crash-quorum", func(i int) amqp091.Publishing {
 					body := fmt.Sprintf("r%d-p%d-%d", round, p, i)
-					dc, err := ch.PublishWithDeferredConfirm("", "crash-quorum", false, false,
-						amqp091.Publishing{Body: []byte(body), DeliveryMode: amqp091.Persistent})
-					if err != nil {
-						return
-					}
-					if ok, err := dc.WaitContext(ctx); err == nil && ok {
-						mu.Lock()
-						confirmed[body] = true
-						mu.Unlock()
-					}
-				}
+					return amqp091.Publishing{Body: []byte(body), DeliveryMode: amqp091.Persistent}
+				}, func(body string) {
+					mu.Lock()
+					confirmed[body] = true
+					mu.Unlock()
+				})
 			}()
 		}
 		wg.Add(1)

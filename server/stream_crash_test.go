@@ -27,42 +27,21 @@ func TestStreamKill9(t *testing.T) {
 	var mu sync.Mutex
 	for round := range rounds {
 		b.start()
-		setup, err := amqp091.Dial(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sch, _ := setup.Channel()
-		if _, err := sch.QueueDeclare("crash-stream", true, false, false, false, args); err != nil {
-			t.Fatal(err)
-		}
-		setup.Close()
+		declareAfterStart(t, url, "crash-stream", args)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for p := range 3 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				conn, err := amqp091.Dial(url)
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				ch, _ := conn.Channel()
-				if ch.Confirm(false) != nil {
-					return
-				}
-				for i := 0; ctx.Err() == nil; i++ {
+				confirmingPublisher(ctx, url, "crash-stream", func(i int) amqp091.Publishing {
 					body := fmt.Sprintf("r%d-p%d-%d", round, p, i)
-					dc, err := ch.PublishWithDeferredConfirm("", "crash-stream", false, false, amqp091.Publishing{Body: []byte(body)})
-					if err != nil {
-						return
-					}
-					if ok, err := dc.WaitContext(ctx); err == nil && ok {
-						mu.Lock()
-						confirmed[body] = true
-						mu.Unlock()
-					}
-				}
+					return amqp091.Publishing{Body: []byte(body)}
+				}, func(body string) {
+					mu.Lock()
+					confirmed[body] = true
+					mu.Unlock()
+				})
 			}()
 		}
 		time.Sleep(time.Duration(200+round*97) * time.Millisecond)

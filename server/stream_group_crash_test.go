@@ -90,43 +90,22 @@ func TestStreamGroupKill9(t *testing.T) {
 
 	for round := range rounds {
 		b.start()
-		setup, err := amqp091.Dial(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sch, _ := setup.Channel()
-		if _, err := sch.QueueDeclare("crash-groups", true, false, false, false, args); err != nil {
-			t.Fatal(err)
-		}
-		setup.Close()
+		declareAfterStart(t, url, "crash-groups", args)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for p := range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				conn, err := amqp091.Dial(url)
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				ch, _ := conn.Channel()
-				if ch.Confirm(false) != nil {
-					return
-				}
-				for i := 0; ctx.Err() == nil; i++ {
+				confirmingPublisher(ctx, url, "crash-groups", func(i int) amqp091.Publishing {
 					body := fmt.Sprintf("r%d-p%d-%d", round, p, i)
-					dc, err := ch.PublishWithDeferredConfirm("", "crash-groups", false, false, amqp091.Publishing{Body: []byte(body),
-						Headers: amqp091.Table{"x-stream-partition-key": body}})
-					if err != nil {
-						return
-					}
-					if ok, err := dc.WaitContext(ctx); err == nil && ok {
-						mu.Lock()
-						confirmed[body] = true
-						mu.Unlock()
-					}
-				}
+					return amqp091.Publishing{Body: []byte(body),
+						Headers: amqp091.Table{"x-stream-partition-key": body}}
+				}, func(body string) {
+					mu.Lock()
+					confirmed[body] = true
+					mu.Unlock()
+				})
 			}()
 		}
 		wg.Add(1)
