@@ -483,19 +483,29 @@ func (q *Queue) stopGroupsLocked() {
 	}
 }
 
-func (q *Queue) resetGroup(name string, to group.OffsetSpec) error {
+// idleGroup locks q.mu and returns group name if it has no members; on
+// an error q.mu is released.
+func (q *Queue) idleGroup(name string) (*cgroup, error) {
 	q.mu.Lock()
 	g := q.groups[name]
 	switch {
 	case g == nil:
 		q.mu.Unlock()
-		return ErrNoGroup
+		return nil, ErrNoGroup
 	case len(g.members) > 0:
 		q.mu.Unlock()
-		return ErrGroupActive
+		return nil, ErrGroupActive
+	}
+	return g, nil
+}
+
+func (q *Queue) resetGroup(name string, to group.OffsetSpec) error {
+	g, err := q.idleGroup(name)
+	if err != nil {
+		return err
 	}
 	for _, gp := range g.parts {
-		gp.w, gp.hasCommit, gp.skip = nil, false, nil
+		gp.w, gp.hasCommit, gp.skip = nil, false, nil // q.start resolves to, not a commit
 		gp.committed, gp.hasCommit = q.start(gp, to), true
 		gp.dirty = true
 	}
@@ -505,15 +515,9 @@ func (q *Queue) resetGroup(name string, to group.OffsetSpec) error {
 }
 
 func (q *Queue) deleteGroup(name string) error {
-	q.mu.Lock()
-	g := q.groups[name]
-	switch {
-	case g == nil:
-		q.mu.Unlock()
-		return ErrNoGroup
-	case len(g.members) > 0:
-		q.mu.Unlock()
-		return ErrGroupActive
+	g, err := q.idleGroup(name)
+	if err != nil {
+		return err
 	}
 	if g.timer != nil {
 		g.timer.Stop()

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,14 +283,7 @@ func (q *Queue) route(m *queue.Message, h *publishHeaders) (int, error) {
 		}
 		return int((q.rr.Add(1) - 1) % uint64(len(q.parts))), nil
 	}
-	hs := map[string]any{}
-	if h.partition != nil {
-		hs[group.HeaderPartition] = h.partition
-	}
-	if h.key != nil {
-		hs[group.HeaderPartitionKey] = h.key
-	}
-	return q.router.Route(hs, m.RoutingKey, nil)
+	return q.router.RouteValues(h.partition, h.key, m.RoutingKey, nil)
 }
 
 // CheckPublish implements queue.PublishChecker: a message whose partition
@@ -557,7 +551,7 @@ func (q *Queue) consumerPartition(args map[string]any, spec group.OffsetSpec, me
 	}
 	n, isInt := queue.IntValue(v)
 	if !isInt || n < 0 || n >= int64(len(q.parts)) {
-		return -1, &queue.ArgError{Arg: group.HeaderPartition, Reason: "expected a partition number from 0 to " + itoa(len(q.parts)-1)}
+		return -1, &queue.ArgError{Arg: group.HeaderPartition, Reason: "expected a partition number from 0 to " + strconv.Itoa(len(q.parts)-1)}
 	}
 	return int(n), nil
 }

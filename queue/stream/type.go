@@ -382,7 +382,5 @@ func parsePartitions(args map[string]any) (n int, byKey, partitioned bool, err e
 	return n, byKey, partitioned, nil
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 // errClosed: the stream was deleted or the broker is stopping.
 var errClosed = errors.New("stream: closed")

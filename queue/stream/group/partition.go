@@ -161,10 +161,16 @@ var ErrNoPartitions = errors.New("group: stream has no partitions")
 //
 // A header present with a void value counts as absent.
 func (r Router) Route(headers map[string]any, routingKey string, rr *RoundRobin) (int, error) {
+	return r.RouteValues(headers[HeaderPartition], headers[HeaderPartitionKey], routingKey, rr)
+}
+
+// RouteValues is Route given the two headers' values (nil when absent or
+// void), for a caller that read them without decoding the whole table.
+func (r Router) RouteValues(partition, key any, routingKey string, rr *RoundRobin) (int, error) {
 	if r.Partitions < 1 {
 		return 0, ErrNoPartitions
 	}
-	if v, ok := headers[HeaderPartition]; ok && v != nil {
+	if v := partition; v != nil {
 		n, isInt := queue.IntValue(v)
 		if !isInt {
 			if x, big := v.(uint64); big {
@@ -177,7 +183,7 @@ func (r Router) Route(headers map[string]any, routingKey string, rr *RoundRobin)
 		}
 		return int(n), nil
 	}
-	if v, ok := headers[HeaderPartitionKey]; ok && v != nil {
+	if v := key; v != nil {
 		key, err := KeyText(v)
 		if err != nil {
 			return 0, err
