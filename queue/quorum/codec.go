@@ -32,7 +32,14 @@ const (
 	opTick      = 11 // expiry by the header's clock
 	opConfig    = 12 // the queue's limits
 	opResetNode = 13 // node: its consumers are gone (a restart)
+	// opResetNode2: node, proposer id: the node's consumers but those
+	// that proposer attached are gone (a restart, or a node found down:
+	// sent again or late, it never detaches the consumers of the
+	// proposer that is the node's queue now).
+	opResetNode2 = 14
 )
+
+func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 var errShort = errors.New("quorum: command too short")
 

@@ -71,6 +71,9 @@ type msg struct {
 	count   uint32 // returns: x-delivery-count
 	owner   uint64 // the consumer key it is checked out to; 0 ready, getOwner for basic.get
 	body    *queue.Message
+	// own: body is the only copy, not in this replica's log (a message
+	// that came with an installed snapshot); it is never evicted.
+	own bool
 }
 
 // getOwner owns what basic.get checked out.
@@ -79,6 +82,7 @@ const getOwner = ^uint64(0)
 type consumer struct {
 	key       uint64
 	node      string
+	pid       uint64 // the proposer that attached it: that queue's incarnation on node
 	prefetch  uint32 // 0 unlimited
 	priority  int32
 	exclusive bool
@@ -91,13 +95,23 @@ func (c *consumer) canTake() bool {
 	return !c.blocked && (c.prefetch == 0 || c.out < int(c.prefetch))
 }
 
+// enqueuer is what the machine remembers of a proposer: the batches of it
+// applied last, so that a batch sent again (its outcome was unknown to
+// the proposer, a leader change) is applied once.
 type enqueuer struct {
-	seq  uint64 // highest enqueue sequence applied
-	last uint64 // log index of that enqueue, for eviction
+	seq     uint64   // highest sequence number applied
+	last    uint64   // log index of its last batch, for eviction
+	batches []uint64 // the first sequence numbers of its last maxBatches batches
 }
 
 // maxEnqueuers bounds the dedup table; the one seen longest ago goes.
 const maxEnqueuers = 256
+
+// maxBatches is how many of a proposer's batches are remembered: more
+// than it has in flight (maxInflight) while one is sent again.
+const maxBatches = 64
+
+func (e *enqueuer) applied(first uint64) bool { return slices.Contains(e.batches, first) }
 
 // Errors a proposal's result carries.
 var (
@@ -156,6 +170,15 @@ func (s *machine) apply(idx uint64, data []byte, local lookup, fx *effects) {
 	}
 	pid := d.u64()
 	n := int(d.u32())
+	if n > 0 && len(d.b) >= 9 {
+		// A batch sent again after an unknown outcome is applied once:
+		// batches are named by their first command's sequence number.
+		first := beUint64(d.b[1:9])
+		if e := s.enqueuers[pid]; e != nil && e.applied(first) {
+			return
+		}
+		s.seen(pid, first, idx)
+	}
 	for pos := 0; pos < n && d.err == nil; pos++ {
 		op := d.u8()
 		seq := d.u64()
@@ -177,11 +200,6 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		if d.err != nil {
 			return
 		}
-		if e := s.enqueuers[pid]; e != nil && seq <= e.seq {
-			res(result{}) // a retried enqueue: confirmed, not enqueued again
-			return
-		}
-		s.seen(pid, seq, idx)
 		if s.full(len(body)) && s.cfg.Overflow != queue.DropHead {
 			res(result{err: ErrRejected})
 			return
@@ -229,7 +247,7 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			res(result{err: queue.ErrHasConsumers})
 			return
 		}
-		s.consumers = append(s.consumers, &consumer{key: key, node: node, prefetch: prefetch, priority: prio, exclusive: excl})
+		s.consumers = append(s.consumers, &consumer{key: key, node: node, pid: pid, prefetch: prefetch, priority: prio, exclusive: excl})
 		res(result{})
 	case opDetach:
 		key := d.u64()
@@ -315,11 +333,18 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			s.cfg = c
 		}
 		res(result{})
-	case opResetNode:
+	case opResetNode, opResetNode2:
 		node := d.str()
+		var keep uint64
+		if op == opResetNode2 {
+			keep = d.u64()
+		}
+		if d.err != nil {
+			return
+		}
 		var keys []uint64
 		for _, c := range s.consumers {
-			if c.node == node {
+			if c.node == node && (keep == 0 || c.pid != keep) {
 				keys = append(keys, c.key)
 			}
 		}
@@ -337,9 +362,9 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 	}
 }
 
-// seen records an enqueue of pid, evicting the enqueuer seen longest ago
-// past maxEnqueuers (smallest last index; ties cannot happen: one entry
-// has one proposer).
+// seen records a batch of pid whose first sequence number is seq, evicting
+// the enqueuer seen longest ago past maxEnqueuers (smallest last index;
+// ties cannot happen: one entry has one proposer).
 func (s *machine) seen(pid, seq, idx uint64) {
 	e := s.enqueuers[pid]
 	if e == nil {
@@ -357,7 +382,11 @@ func (s *machine) seen(pid, seq, idx uint64) {
 		e = &enqueuer{}
 		s.enqueuers[pid] = e
 	}
-	e.seq, e.last = seq, idx
+	e.seq, e.last = max(e.seq, seq), idx
+	if len(e.batches) >= maxBatches {
+		e.batches = slices.Delete(e.batches, 0, 1)
+	}
+	e.batches = append(e.batches, seq)
 }
 
 func (s *machine) consumer(key uint64) *consumer {
@@ -430,7 +459,7 @@ func (s *machine) giveBack(m *msg, fx *effects) {
 
 // forget drops a message that left the queue.
 func (s *machine) forget(m *msg) {
-	if m.body != nil {
+	if m.body != nil && !m.own {
 		s.cachedN--
 		s.cachedB -= int64(m.size)
 	}

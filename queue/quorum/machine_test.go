@@ -24,9 +24,15 @@ func randomLog(seed uint64, n int) []entry {
 	var log []entry
 	now := int64(1_000_000)
 	seqs := map[uint64]uint64{}
-	var nextID uint64 // the ids the machine will have given, roughly: settles name some that exist
+	var nextID uint64           // the ids the machine will have given, roughly: settles name some that exist
+	last := map[uint64][]byte{} // each proposer's last batch
 	for i := range n {
 		pid := uint64(1 + r.IntN(3))
+		if b := last[pid]; b != nil && r.IntN(10) == 0 {
+			// A batch sent again (a leader change): applied once.
+			log = append(log, entry{uint64(i + 1), b})
+			continue
+		}
 		now += int64(r.IntN(400)) - 50
 		e := &encoder{}
 		e.u8(batchVersion)
@@ -35,15 +41,12 @@ func randomLog(seed uint64, n int) []entry {
 		k := 1 + r.IntN(6)
 		e.u32(uint32(k))
 		for range k {
-			op := uint8(1 + r.IntN(13))
+			op := uint8(1 + r.IntN(14))
 			if r.IntN(3) == 0 {
 				op = opEnqueue
 			}
 			seq := seqs[pid] + 1
-			if op == opEnqueue && r.IntN(10) == 0 && seq > 1 {
-				seq-- // a retried enqueue
-			}
-			seqs[pid] = max(seqs[pid], seq)
+			seqs[pid] = seq
 			e.u8(op)
 			e.u64(seq)
 			randIDs := func() []uint64 {
@@ -85,8 +88,12 @@ func randomLog(seed uint64, n int) []entry {
 				e.u8(uint8(r.IntN(2)))
 			case opResetNode:
 				e.str("n")
+			case opResetNode2:
+				e.str("n")
+				e.u64(uint64(r.IntN(4)))
 			}
 		}
+		last[pid] = e.b
 		log = append(log, entry{uint64(i + 1), e.b})
 	}
 	return log
@@ -277,4 +284,166 @@ func TestMachineAgainstModel(t *testing.T) {
 		}
 	}
 	checkInvariants(t, s)
+}
+
+// batchOf encodes one batch of proposer pid: commands (op, seq, fill).
+func batchOf(pid uint64, cmds ...func(e *encoder)) []byte {
+	e := &encoder{}
+	e.u8(batchVersion)
+	e.i64(1)
+	e.u64(pid)
+	e.u32(uint32(len(cmds)))
+	for _, c := range cmds {
+		c(e)
+	}
+	return e.b
+}
+
+func enqueueCmd(seq uint64, body string) func(e *encoder) {
+	return func(e *encoder) {
+		e.u8(opEnqueue)
+		e.u64(seq)
+		e.str("")
+		e.str("rk")
+		e.bytes([]byte{0, 0})
+		e.bytes([]byte(body))
+	}
+}
+
+// A batch sent again after an unknown outcome is applied once, whatever
+// came between; a later batch of the same proposer is not taken for it.
+func TestMachineBatchSentAgain(t *testing.T) {
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	a := batchOf(7, enqueueCmd(1, "a1"), enqueueCmd(2, "a2"))
+	b := batchOf(7, enqueueCmd(3, "b"))
+	c := batchOf(9, enqueueCmd(1, "c"))
+	for i, data := range [][]byte{a, b, a, c, b} {
+		s.apply(uint64(i+1), data, nil, &effects{})
+	}
+	if s.readyN != 4 {
+		t.Fatalf("ready = %d, want 4 (a1, a2, b, c once each)", s.readyN)
+	}
+	// Sent again after later batches went first (a retry that lost the
+	// race): still applied, since the first copy never was.
+	s2 := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s2.apply(1, b, nil, &effects{})
+	s2.apply(2, a, nil, &effects{})
+	if s2.readyN != 3 {
+		t.Fatalf("ready = %d, want 3: a batch older than one applied is not a duplicate", s2.readyN)
+	}
+}
+
+// A node's reset spares the consumers its current queue attached: a
+// reset that arrives late never detaches them.
+func TestMachineResetKeepsCurrentProposer(t *testing.T) {
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	attach := func(seq, key uint64) func(e *encoder) {
+		return func(e *encoder) {
+			e.u8(opAttach)
+			e.u64(seq)
+			e.u64(key)
+			e.str("n1")
+			e.u32(0)
+			e.u32(0)
+			e.u8(0)
+		}
+	}
+	s.apply(1, batchOf(100, attach(1, 101)), nil, &effects{}) // before the restart
+	s.apply(2, batchOf(200, attach(1, 201)), nil, &effects{}) // after it
+	s.apply(3, batchOf(200, func(e *encoder) {
+		e.u8(opResetNode2)
+		e.u64(2)
+		e.str("n1")
+		e.u64(200)
+	}), nil, &effects{})
+	if len(s.consumers) != 1 || s.consumers[0].key != 201 {
+		t.Fatalf("consumers after the reset: %+v, want only 201", s.consumers)
+	}
+}
+
+// A version 1 snapshot (before proposers' batches and inline bodies) is
+// read; an expanded snapshot carries every body inline and restores with
+// them, its messages owned (never evicted), and expands again unchanged.
+func TestSnapshotVersionsAndExpand(t *testing.T) {
+	var log []entry
+	for i := range uint64(5) {
+		log = append(log, entry{uint64(len(log) + 1), batchOf(1000, enqueueCmd(2*i+1, "x"), enqueueCmd(2*i+2, "y"))})
+	}
+	log = append(log, entry{6, batchOf(1000, func(e *encoder) { e.u8(opGet); e.u64(20); e.u8(0) })})
+	s, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
+	snap, _ := s.encode()
+	bodies := map[[2]uint64]string{}
+	read := func(idx uint64, pos uint32) (*queue.Message, error) {
+		body := fmt.Sprintf("body %d/%d", idx, pos)
+		bodies[[2]uint64{idx, uint64(pos)}] = body
+		return queue.NewStored("ex", "rk", []byte{0, 0}, []byte(body), 0), nil
+	}
+	x, err := expand(snap, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decodeMachine(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	check := func(q *msg) {
+		n++
+		if !q.own || q.body == nil || string(q.body.Body) != bodies[[2]uint64{q.idx, uint64(q.pos)}] {
+			t.Fatalf("message %d: own %v body %v", q.id, q.own, q.body)
+		}
+	}
+	m.returns.each(check)
+	m.ready.each(check)
+	for _, q := range m.out {
+		check(q)
+	}
+	if n != s.readyN+len(s.out) || n == 0 {
+		t.Fatalf("%d messages expanded, want %d", n, s.readyN+len(s.out))
+	}
+	if again, err := expand(x, nil); err != nil || !bytes.Equal(again, x) {
+		t.Fatalf("expanding an expanded snapshot: %v, equal %v", err, bytes.Equal(again, x))
+	}
+	if re, floor := m.encode(); !bytes.Equal(re, x) || floor != 0 {
+		t.Fatalf("an expanded machine encodes differently (floor %d)", floor)
+	}
+
+	// Version 1: no consumer proposer, no batches, no message flags.
+	v1 := &encoder{}
+	v1.u8(snapshotV1)
+	for range 3 {
+		v1.i64(-1)
+	}
+	v1.u8(0)
+	v1.i64(-1)
+	v1.u8(0)
+	v1.u64(5) // next id
+	v1.u64(0)
+	v1.i64(0)
+	v1.u32(1) // a consumer
+	v1.u64(42)
+	v1.str("n1")
+	v1.u32(10)
+	v1.u32(0)
+	v1.u8(0)
+	v1.u8(0)
+	v1.u64(0)
+	v1.u32(1) // an enqueuer
+	v1.u64(7)
+	v1.u64(3)
+	v1.u64(9)
+	v1.u32(0) // returns
+	v1.u32(1) // ready
+	v1.u64(5)
+	v1.u64(9)
+	v1.u32(0)
+	v1.u32(3)
+	v1.i64(0)
+	v1.u32(0)
+	v1.u64(0)
+	v1.u32(0) // out
+	old, err := decodeMachine(v1.b)
+	if err != nil || old.readyN != 1 || len(old.consumers) != 1 || old.consumers[0].key != 42 || old.enqueuers[7].seq != 3 {
+		t.Fatalf("v1 snapshot: %v %+v", err, old)
+	}
 }

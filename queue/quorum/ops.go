@@ -167,9 +167,21 @@ func (q *Queue) armExpiry(at int64) {
 	if now := q.typ.cfg.Now(); !now.IsZero() {
 		d = time.UnixMilli(at).Sub(now)
 	}
-	q.expiry = time.AfterFunc(max(d, 0)+time.Millisecond, func() {
-		q.propose(opTick, nil, nil)
-	})
+	var fire func()
+	fire = func() {
+		// The leader proposes its clock; another member checks again
+		// later, in case it leads by then.
+		if q.place == nil || q.Leads() {
+			q.propose(opTick, nil, nil)
+			return
+		}
+		q.mu.Lock()
+		if !q.deleted && !q.stopped && q.expiryAt == at {
+			q.expiry = time.AfterFunc(time.Second, fire)
+		}
+		q.mu.Unlock()
+	}
+	q.expiry = time.AfterFunc(max(d, 0)+time.Millisecond, fire)
 }
 
 // use records a use of the queue, for x-expires.
@@ -221,7 +233,12 @@ func (q *Queue) Delete(ifUnused, ifEmpty bool) (int, []queue.ConsumerRef, error)
 		return 0, nil, nil
 	}
 	q.mu.Unlock()
-	q.Sync()
+	// What was proposed is applied first, so that the conditions count
+	// it. A replicated queue's were checked before its deletion was
+	// committed, and every member deletes its replica without waiting.
+	if q.place == nil {
+		q.Sync()
+	}
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
@@ -277,6 +294,7 @@ func (q *Queue) shutdown() {
 	}
 	<-q.done
 	q.r.Shutdown().Error()
+	q.closeTransport()
 	q.pmu.Lock()
 	ws := q.waiters
 	q.waiters = map[uint64]*waiter{}

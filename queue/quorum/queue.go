@@ -1,6 +1,8 @@
 package quorum
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,14 +43,16 @@ type Queue struct {
 	logs   *floorLog
 	snaps  raft.SnapshotStore
 	trans  raft.Transport
-	replay uint64 // entries up to this index were applied before this start: their effects are not redone
+	place  *Placement // the replica set in a cluster; nil: a one-voter group
+	replay uint64     // entries up to this index were applied before this start: their effects are not redone
 
 	mu        sync.Mutex
 	m         *machine
 	limits    queue.Limits
 	consumers map[uint64]*local
 	nextKey   uint64
-	noAckOut  int // no-ack deliveries whose settle is not applied yet
+	noAckOut  int             // no-ack deliveries whose settle is not applied yet
+	detaching map[uint64]bool // consumers of down nodes this leader proposed to detach
 	deleted   bool
 	stopped   bool
 	stats     queue.MessageStats
@@ -85,19 +89,21 @@ type waiter struct {
 	ch   chan result    // a call's result
 }
 
-func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fresh bool) (*Queue, error) {
+func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fresh bool, p *Placement) (*Queue, error) {
 	st, _ := t.raftStore()
 	g, err := st.Group(gid)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := st.SnapshotStore(gid, 2)
+	inner, err := st.SnapshotStore(gid, 2)
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{typ: t, decl: d, hooks: h, gid: gid, pid: newPID(), group: g, logs: &floorLog{Group: g}, snaps: snaps,
+	q := &Queue{typ: t, decl: d, hooks: h, gid: gid, pid: newPID(), group: g, logs: &floorLog{Group: g}, place: p,
 		m: newMachine(configFor(l)), limits: l, consumers: map[uint64]*local{}, waiters: map[uint64]*waiter{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), inflight: make(chan struct{}, maxInflight), lastUse: t.cfg.Now()}
+	snaps := &sendingSnapshots{SnapshotStore: inner, q: q}
+	q.snaps = snaps
 	q.replay, _ = g.LastIndex()
 	var addr raft.ServerAddress
 	if t.cfg.Transport != nil {
@@ -111,24 +117,69 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	cfg := t.raftConfig()
 	existing, err := raft.HasExistingState(q.logs, g, snaps)
 	if err != nil {
+		q.closeTransport()
 		return nil, err
 	}
 	r, err := raft.NewRaft(cfg, (*fsm)(q), q.logs, g, snaps, q.trans)
 	if err != nil {
+		q.closeTransport()
 		return nil, fmt.Errorf("quorum: start group %d: %w", gid, err)
 	}
 	q.r = r
+	// From now on a snapshot opened is one raft sends to a replica.
+	snaps.started.Store(true)
 	if !existing {
 		// A new group (or one stored as a queue whose group never
-		// started, a crash in between): this node is its one voter.
-		// Bootstrapping the running raft makes it elect itself at once.
+		// started, a crash in between): this node is its one voter, or
+		// one of the placement's members, each of which bootstraps the
+		// same configuration.
 		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: cfg.LocalID, Address: addr}}}
-		if err := r.BootstrapCluster(conf).Error(); err != nil {
+		if p != nil {
+			conf = raft.Configuration{}
+			for _, m := range p.Members {
+				a := addr
+				if m != t.cfg.NodeID {
+					var ok bool
+					if a, ok = t.cfg.Addr(m); !ok {
+						r.Shutdown()
+						q.closeTransport()
+						return nil, fmt.Errorf("quorum: group %d: no address for member %s", gid, m)
+					}
+				}
+				conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m), Address: a})
+			}
+		}
+		if p != nil && fresh && p.Leader != "" && p.Leader != t.cfg.NodeID {
+			// Only the first leader bootstraps a new group: a member with
+			// no configuration never stands for election, so the first
+			// leader wins its first election (it stands at once and again
+			// until the others have their replicas open), and the others
+			// learn the configuration from it. Should it not lead soon, the
+			// member bootstraps the same configuration itself.
+			go q.bootstrapLater(conf)
+		} else if err := r.BootstrapCluster(conf).Error(); err != nil {
 			r.Shutdown()
+			q.closeTransport()
 			return nil, fmt.Errorf("quorum: bootstrap group %d: %w", gid, err)
 		}
 	}
-	q.elect(cfg.LocalID, addr)
+	switch {
+	case p == nil:
+		q.elect(cfg.LocalID, addr, false)
+	case fresh && p.Leader == t.cfg.NodeID:
+		// The other members open their replicas as they apply the
+		// queue's record: until one grants its vote, this node stands
+		// again (well before their own election timeouts).
+		go func() {
+			for range 20 {
+				if _, id := r.LeaderWithID(); id != "" || r.State() == raft.Shutdown {
+					return
+				}
+				q.elect(cfg.LocalID, addr, true)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
 	t.mu.Lock()
 	t.queues[gid] = q
 	t.known[gid] = true
@@ -137,12 +188,15 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	// The queue's limits (they may have changed by policy), and, after a
 	// restart, this node's consumers from before are gone.
 	if !fresh {
-		q.propose(opResetNode, func(e *encoder) { e.str(t.cfg.NodeID) }, nil)
+		q.propose(opResetNode2, func(e *encoder) { e.str(t.cfg.NodeID); e.u64(q.pid) }, nil)
 	}
-	q.proposeConfig(l)
-	if fresh {
+	if p == nil || !fresh || p.Leader == t.cfg.NodeID {
+		q.proposeConfig(l)
+	}
+	if fresh && p == nil {
 		// Declare-ok goes once the group leads, so a publish right after
-		// it is taken at once.
+		// it is taken at once. (A replicated queue's declaring node waits
+		// with Sync, outside the metadata group's apply.)
 		if _, err := q.call(opTick, nil); err != nil {
 			q.Stop()
 			return nil, err
@@ -150,6 +204,35 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	}
 	q.armIdle()
 	return q, nil
+}
+
+// bootstrapLater bootstraps conf on a new group's member if no leader
+// gave it a configuration within a few election timeouts (its first
+// leader is down).
+func (q *Queue) bootstrapLater(conf raft.Configuration) {
+	wait := 5 * q.typ.cfg.Timeout
+	select {
+	case <-time.After(wait):
+	case <-q.done:
+		return
+	}
+	if _, id := q.r.LeaderWithID(); id != "" {
+		return
+	}
+	if f := q.r.GetConfiguration(); f.Error() != nil || len(f.Configuration().Servers) > 0 {
+		return
+	}
+	if err := q.r.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		q.typ.logErr(err, "quorum queue: cannot bootstrap a replica whose first leader is silent")
+	}
+}
+
+// closeTransport releases the group's transport (a cluster transport
+// unregisters the group from the node's listener).
+func (q *Queue) closeTransport() {
+	if c, ok := q.trans.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 func (q *Queue) proposeConfig(l queue.Limits) {
@@ -164,17 +247,17 @@ func (q *Queue) proposeConfig(l queue.Limits) {
 	}, nil)
 }
 
-// elect makes a group whose one voter is this node stand for election
-// now, instead of after a heartbeat timeout: raft's TimeoutNow, sent to
-// itself over its own transport. A group with other voters waits for
-// them as raft does.
-func (q *Queue) elect(id raft.ServerID, addr raft.ServerAddress) {
+// elect makes a group whose one voter is this node (or, many, when this
+// node is to lead a new replicated group) stand for election now, instead
+// of after a heartbeat timeout: raft's TimeoutNow, sent to itself over
+// its own transport. Other groups wait for an election as raft does.
+func (q *Queue) elect(id raft.ServerID, addr raft.ServerAddress, many bool) {
 	f := q.r.GetConfiguration()
 	if f.Error() != nil {
 		return
 	}
 	srv := f.Configuration().Servers
-	if len(srv) != 1 || srv[0].ID != id || srv[0].Suffrage != raft.Voter {
+	if !many && (len(srv) != 1 || srv[0].ID != id || srv[0].Suffrage != raft.Voter) {
 		return
 	}
 	if it, ok := q.trans.(*raft.InmemTransport); ok {
@@ -247,9 +330,12 @@ func (q *Queue) Sync() error {
 	return err
 }
 
-// proposer sends the inbox as one entry whenever it has anything; a
-// short-lived goroutine per entry waits for it to be applied (and fails
-// its waiters if it is not), at most maxInflight at a time.
+// proposer sends the inbox as one entry whenever it has anything. On the
+// leader, the entry is appended and a short-lived goroutine per entry
+// waits for it to be applied (at most maxInflight at a time); on another
+// member it is forwarded to the leader (Config.Forward), one at a time so
+// that entries keep their order. An entry whose outcome is unknown (the
+// leader changed) is sent again: the machine applies a batch once.
 func (q *Queue) proposer() {
 	defer close(q.done)
 	defer q.flights.Wait()
@@ -275,24 +361,19 @@ func (q *Queue) proposer() {
 			hdr.i64(q.typ.cfg.Now().UnixMilli())
 			hdr.u64(q.pid)
 			hdr.u32(uint32(n))
-			if err := q.waitLeader(); err != nil {
+			b := batch{data: data, first: first, last: last, deadline: time.Now().Add(leaderWait)}
+			if err := q.send(b, false); err != nil {
 				q.fail(first, last, err)
-				continue
 			}
-			// Up to maxInflight entries in flight: the next one is
-			// stored while the last is applied and confirmed.
-			q.inflight <- struct{}{}
-			f := q.r.Apply(data, 0)
-			q.flights.Add(1)
-			go func() {
-				defer q.flights.Done()
-				if err := f.Error(); err != nil {
-					q.fail(first, last, err)
-				}
-				<-q.inflight
-			}()
 		}
 	}
+}
+
+// batch is one entry on its way.
+type batch struct {
+	data        []byte
+	first, last uint64
+	deadline    time.Time
 }
 
 // maxInflight bounds the entries a queue has proposed and not yet seen
@@ -302,28 +383,89 @@ const maxInflight = 4
 // leaderWait bounds how long a proposal waits for the group to lead.
 const leaderWait = 10 * time.Second
 
-func (q *Queue) waitLeader() error {
-	if q.r.State() == raft.Leader {
-		return nil
-	}
-	deadline := time.Now().Add(leaderWait)
-	for q.r.State() != raft.Leader {
+// forwardTimeout bounds one forwarded entry.
+const forwardTimeout = 5 * time.Second
+
+// send gets b appended by the leader: here, with its outcome awaited by a
+// goroutine of its own (wait: in this call), or on the leader's node. It
+// returns an error once b cannot be sent by its deadline.
+func (q *Queue) send(b batch, wait bool) error {
+	for {
 		q.pmu.Lock()
 		closing := q.closing
 		q.pmu.Unlock()
-		if closing && q.r.State() == raft.Shutdown {
+		state := q.r.State()
+		if state == raft.Shutdown {
 			return errClosed
 		}
-		if time.Now().After(deadline) {
+		if state == raft.Leader {
+			q.inflight <- struct{}{}
+			f := q.r.Apply(b.data, 0)
+			if wait {
+				err := f.Error()
+				<-q.inflight
+				if err == nil || !retriable(err) {
+					return err
+				}
+			} else {
+				q.flights.Add(1)
+				go func() {
+					defer q.flights.Done()
+					err := f.Error()
+					<-q.inflight
+					if err != nil && retriable(err) {
+						err = q.send(b, true)
+					}
+					if err != nil {
+						q.fail(b.first, b.last, err)
+					}
+				}()
+				return nil
+			}
+		} else if _, id := q.r.LeaderWithID(); id != "" && string(id) != q.typ.cfg.NodeID && q.typ.cfg.Forward != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+			err := q.typ.cfg.Forward(ctx, string(id), q.gid, b.data)
+			cancel()
+			if err == nil {
+				return nil
+			}
+		}
+		if closing || time.Now().After(b.deadline) {
+			// Stopping: what the leader did not take goes unanswered
+			// by it (shutdown fails it).
 			return ErrNoLeader
 		}
 		select {
 		case <-q.r.LeaderCh():
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return nil
 }
+
+// retriable reports whether an entry that failed with err may be sent
+// again: it was not appended, or its outcome is unknown.
+func retriable(err error) bool {
+	return errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+// Forwarded applies an entry another member forwarded: this node must
+// lead the group. It returns once the entry is applied here.
+func (t *Type) Forwarded(group uint64, data []byte) error {
+	t.mu.Lock()
+	q := t.queues[group]
+	t.mu.Unlock()
+	if q == nil {
+		return ErrNoGroup
+	}
+	if q.r.State() != raft.Leader {
+		return raft.ErrNotLeader
+	}
+	return q.r.Apply(data, forwardTimeout).Error()
+}
+
+// ErrNoGroup: this node has no open group of that id.
+var ErrNoGroup = errors.New("quorum: no such group here")
 
 // fail answers the waiters of seq first..last that no apply answered.
 func (q *Queue) fail(first, last uint64, err error) {
@@ -511,17 +653,26 @@ func (q *Queue) body(m *msg) *queue.Message {
 	if m.body != nil {
 		return m.body
 	}
-	var l raft.Log
-	if err := q.logs.GetLog(m.idx, &l); err != nil {
-		q.typ.logErr(fmt.Errorf("group %d entry %d: %w", q.gid, m.idx, err), "cannot read a quorum queue message")
+	b, err := q.readBody(m.idx, m.pos)
+	if err != nil {
+		q.typ.logErr(err, "cannot read a quorum queue message")
 		return &queue.Message{}
+	}
+	return b
+}
+
+// readBody reads the message of the command at pos of log entry idx.
+func (q *Queue) readBody(idx uint64, pos uint32) (*queue.Message, error) {
+	var l raft.Log
+	if err := q.logs.GetLog(idx, &l); err != nil {
+		return nil, fmt.Errorf("group %d entry %d: %w", q.gid, idx, err)
 	}
 	d := &decoder{b: l.Data}
 	d.u8()
 	d.i64()
 	d.u64()
 	n := d.u32()
-	for pos := uint32(0); pos < n && d.err == nil; pos++ {
+	for p := uint32(0); p < n && d.err == nil; p++ {
 		op := d.u8()
 		d.u64()
 		if op != opEnqueue {
@@ -529,16 +680,15 @@ func (q *Queue) body(m *msg) *queue.Message {
 			continue
 		}
 		ex, rk, props, b := d.str(), d.str(), d.bytes(), d.bytes()
-		if pos == m.pos {
+		if p == pos {
 			// A copy: the entry's buffer is not kept for one message.
 			buf := make([]byte, len(props)+len(b))
 			copy(buf, props)
 			copy(buf[len(props):], b)
-			return queue.NewStored(ex, rk, buf[:len(props):len(props)], buf[len(props):], 0)
+			return queue.NewStored(ex, rk, buf[:len(props):len(props)], buf[len(props):], 0), nil
 		}
 	}
-	q.typ.logErr(fmt.Errorf("group %d entry %d has no message at %d", q.gid, m.idx, m.pos), "cannot read a quorum queue message")
-	return &queue.Message{}
+	return nil, fmt.Errorf("group %d entry %d has no message at %d", q.gid, idx, pos)
 }
 
 // skip passes over a command's fields.
@@ -568,6 +718,9 @@ func skip(op uint8, d *decoder) {
 		d.u8()
 	case opResetNode:
 		d.str()
+	case opResetNode2:
+		d.str()
+		d.u64()
 	}
 }
 
@@ -604,6 +757,37 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// sendingSnapshots is a group's snapshot store. A snapshot raft opens
+// once the group runs is one it sends to another replica
+// (InstallSnapshot), which has none of the log entries the snapshot's
+// messages are in: it is expanded, every message with its body. At the
+// start (raft's own restore) it is read as stored.
+type sendingSnapshots struct {
+	raft.SnapshotStore
+	q       *Queue
+	started atomic.Bool
+}
+
+// Open implements raft.SnapshotStore.
+func (s *sendingSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err != nil || !s.started.Load() {
+		return meta, rc, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := expand(b, s.q.readBody)
+	if err != nil {
+		return nil, nil, fmt.Errorf("quorum: group %d: snapshot %s for a replica: %w", s.q.gid, id, err)
+	}
+	m := *meta
+	m.Size = int64(len(x))
+	return &m, io.NopCloser(bytes.NewReader(x)), nil
+}
+
 type snapshot []byte
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
@@ -632,8 +816,13 @@ func (l *floorLog) setFloor(f uint64) {
 	}
 }
 
-// DeleteRange implements raft.LogStore.
+// DeleteRange implements raft.LogStore. Only compaction (a range from the
+// front, short of the last entry) is held at the floor; raft's removal
+// of a follower's conflicting suffix always goes through.
 func (l *floorLog) DeleteRange(min, max uint64) error {
+	if last, err := l.Group.LastIndex(); err == nil && max >= last {
+		return l.Group.DeleteRange(min, max)
+	}
 	if f := l.floor.Load(); max >= f {
 		if f == 0 || f-1 < min {
 			return nil

@@ -4,15 +4,31 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
 )
 
-// A snapshot is the machine's state without bodies: the messages' places
-// in the log, their counters and owners, the consumers, the enqueuers'
-// sequence numbers. The log entries the messages live in are kept
-// (floor: the lowest index a live message needs), so a restore reads the
-// bodies from the log.
-const snapshotVersion = 1
+// A snapshot is the machine's state: the messages' places in the log,
+// their counters and owners, the consumers, the proposers' last batches.
+// A message whose entry is in this replica's log is a reference to it
+// (the entries live messages are in are kept from compaction: floor); a
+// message that is not (it came with an installed snapshot) carries its
+// body inline. A snapshot sent to another replica (raft's
+// InstallSnapshot) is expanded first: every reference becomes its body,
+// read from the log (expand), since the receiver's log has none of the
+// entries below the snapshot.
+//
+// Version 1 (no proposer of a consumer, no batches, no inline bodies) is
+// still read.
+const (
+	snapshotV1      = 1
+	snapshotVersion = 2
+)
+
+// Message flags in a version 2 snapshot.
+const (
+	flagInline = 1 // exchange, routing key, props and body follow
+)
 
 // encode writes the state; floor is the lowest log index a message of it
 // lives in (0: none).
@@ -32,6 +48,7 @@ func (s *machine) encode() (b []byte, floor uint64) {
 	for _, c := range s.consumers {
 		e.u64(c.key)
 		e.str(c.node)
+		e.u64(c.pid)
 		e.u32(c.prefetch)
 		e.u32(uint32(c.priority))
 		e.u8(b2u(c.exclusive))
@@ -45,9 +62,11 @@ func (s *machine) encode() (b []byte, floor uint64) {
 	slices.Sort(keys)
 	e.u32(uint32(len(keys)))
 	for _, k := range keys {
+		q := s.enqueuers[k]
 		e.u64(k)
-		e.u64(s.enqueuers[k].seq)
-		e.u64(s.enqueuers[k].last)
+		e.u64(q.seq)
+		e.u64(q.last)
+		e.ids(q.batches)
 	}
 	put := func(m *msg) {
 		e.u64(m.id)
@@ -57,6 +76,12 @@ func (s *machine) encode() (b []byte, floor uint64) {
 		e.i64(m.expires)
 		e.u32(m.count)
 		e.u64(m.owner)
+		if m.own {
+			e.u8(flagInline)
+			putBody(e, m.body)
+			return
+		}
+		e.u8(0)
 		if floor == 0 || m.idx < floor {
 			floor = m.idx
 		}
@@ -77,6 +102,13 @@ func (s *machine) encode() (b []byte, floor uint64) {
 	return e.b, floor
 }
 
+func putBody(e *encoder, m *queue.Message) {
+	e.str(m.Exchange)
+	e.str(m.RoutingKey)
+	e.bytes(m.Props)
+	e.bytes(m.Body)
+}
+
 func b2u(b bool) uint8 {
 	if b {
 		return 1
@@ -86,10 +118,12 @@ func b2u(b bool) uint8 {
 
 var errSnapshot = errors.New("quorum: snapshot does not decode")
 
-// decodeMachine reads a snapshot back; bodies are not cached.
+// decodeMachine reads a snapshot back. Inline bodies are kept (own);
+// referenced ones are read from the log when needed.
 func decodeMachine(b []byte) (*machine, error) {
 	d := &decoder{b: b}
-	if d.u8() != snapshotVersion {
+	v := d.u8()
+	if v != snapshotV1 && v != snapshotVersion {
 		return nil, errSnapshot
 	}
 	var c config
@@ -103,7 +137,11 @@ func decodeMachine(b []byte) (*machine, error) {
 		if d.err != nil {
 			break
 		}
-		k := &consumer{key: d.u64(), node: d.str(), prefetch: d.u32(), priority: int32(d.u32()), exclusive: d.u8() == 1, blocked: d.u8() == 1, served: d.u64()}
+		k := &consumer{key: d.u64(), node: d.str()}
+		if v >= snapshotVersion {
+			k.pid = d.u64()
+		}
+		k.prefetch, k.priority, k.exclusive, k.blocked, k.served = d.u32(), int32(d.u32()), d.u8() == 1, d.u8() == 1, d.u64()
 		s.consumers = append(s.consumers, k)
 	}
 	for range d.u32() {
@@ -111,10 +149,24 @@ func decodeMachine(b []byte) (*machine, error) {
 			break
 		}
 		k := d.u64()
-		s.enqueuers[k] = &enqueuer{seq: d.u64(), last: d.u64()}
+		e := &enqueuer{seq: d.u64(), last: d.u64()}
+		if v >= snapshotVersion {
+			e.batches = d.ids()
+		}
+		s.enqueuers[k] = e
 	}
 	get := func() *msg {
-		return &msg{id: d.u64(), idx: d.u64(), pos: d.u32(), size: d.u32(), expires: d.i64(), count: d.u32(), owner: d.u64()}
+		m := &msg{id: d.u64(), idx: d.u64(), pos: d.u32(), size: d.u32(), expires: d.i64(), count: d.u32(), owner: d.u64()}
+		if v >= snapshotVersion && d.u8()&flagInline != 0 {
+			ex, rk, props, body := d.str(), d.str(), d.bytes(), d.bytes()
+			buf := make([]byte, len(props)+len(body))
+			copy(buf, props)
+			copy(buf[len(props):], body)
+			m.body = queue.NewStored(ex, rk, buf[:len(props):len(props)], buf[len(props):], 0)
+			m.body.Persistent = amqp.PropDeliveryMode(props) == 2
+			m.own = true
+		}
+		return m
 	}
 	for range d.u32() {
 		if d.err != nil {
@@ -148,4 +200,99 @@ func decodeMachine(b []byte) (*machine, error) {
 		return nil, errSnapshot
 	}
 	return s, nil
+}
+
+// bodyReader reads the message at (idx, pos) from the log.
+type bodyReader func(idx uint64, pos uint32) (*queue.Message, error)
+
+// expand rewrites a snapshot so that every message carries its body
+// inline, read by read: what another replica needs to be sent.
+func expand(b []byte, read bodyReader) ([]byte, error) {
+	d := &decoder{b: b}
+	v := d.u8()
+	if v != snapshotV1 && v != snapshotVersion {
+		return nil, errSnapshot
+	}
+	e := &encoder{b: make([]byte, 0, len(b)*2)}
+	e.u8(snapshotVersion)
+	e.i64(d.i64())
+	e.i64(d.i64())
+	e.i64(d.i64())
+	e.u8(d.u8())
+	e.i64(d.i64())
+	e.u8(d.u8())
+	e.u64(d.u64())
+	e.u64(d.u64())
+	e.i64(d.i64())
+	n := d.u32()
+	e.u32(n)
+	for range n {
+		if d.err != nil {
+			break
+		}
+		e.u64(d.u64())
+		e.str(d.str())
+		if v >= snapshotVersion {
+			e.u64(d.u64())
+		} else {
+			e.u64(0)
+		}
+		e.u32(d.u32())
+		e.u32(d.u32())
+		e.u8(d.u8())
+		e.u8(d.u8())
+		e.u64(d.u64())
+	}
+	n = d.u32()
+	e.u32(n)
+	for range n {
+		if d.err != nil {
+			break
+		}
+		e.u64(d.u64())
+		e.u64(d.u64())
+		e.u64(d.u64())
+		if v >= snapshotVersion {
+			e.ids(d.ids())
+		} else {
+			e.ids(nil)
+		}
+	}
+	for range 3 { // returns, ready, checked out
+		n = d.u32()
+		e.u32(n)
+		for range n {
+			if d.err != nil {
+				break
+			}
+			id, idx, pos := d.u64(), d.u64(), d.u32()
+			e.u64(id)
+			e.u64(idx)
+			e.u32(pos)
+			e.u32(d.u32())
+			e.i64(d.i64())
+			e.u32(d.u32())
+			e.u64(d.u64())
+			e.u8(flagInline)
+			if v >= snapshotVersion && d.u8()&flagInline != 0 {
+				e.str(d.str())
+				e.str(d.str())
+				e.bytes(d.bytes())
+				e.bytes(d.bytes())
+				continue
+			}
+			if d.err != nil {
+				break
+			}
+			m, err := read(idx, pos)
+			if err != nil {
+				return nil, err
+			}
+			putBody(e, m)
+		}
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errSnapshot
+	}
+	return e.b, nil
 }

@@ -12,6 +12,7 @@
 package quorum
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -47,6 +48,12 @@ type Config struct {
 	// Transport gives group id its transport and this node's address in
 	// it; nil: an in-memory one, for one-voter groups.
 	Transport func(group uint64) (raft.ServerAddress, raft.Transport, error)
+	// Addr is a cluster member's address in the groups' transports (a
+	// replicated queue's members).
+	Addr func(node string) (raft.ServerAddress, bool)
+	// Forward sends an entry to the group's leader on node, which applies
+	// it (Type.Forwarded there); nil: entries are proposed here only.
+	Forward func(ctx context.Context, node string, group uint64, data []byte) error
 	// Timeouts for raft (HeartbeatTimeout, ElectionTimeout and the leader
 	// lease; default 1s, as raft's). A one-voter group elects itself at
 	// once when new, after one timeout at a restart.
@@ -168,7 +175,7 @@ func (t *Type) New(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, er
 	if err := st.DeleteGroup(gid); err != nil {
 		return nil, err
 	}
-	q, err := t.open(d, l, h, gid, true)
+	q, err := t.open(d, l, h, gid, true, nil)
 	if err != nil && t.cfg.Store != nil {
 		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
 	}
@@ -183,7 +190,7 @@ func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue
 	if _, err := t.raftStore(); err != nil {
 		return nil, 0, err
 	}
-	q, err := t.open(d, l, h, d.ID, false)
+	q, err := t.open(d, l, h, d.ID, false, nil)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -1,0 +1,149 @@
+package quorum
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/persist"
+	"github.com/warrenmq/warren/queue"
+)
+
+// A quorum queue in a cluster (issue 14) is a Raft group whose voters are
+// the members of its Placement, each a node of the cluster running this
+// type with the group's id. Every member applies the log and delivers to
+// its own consumers; a member that does not lead forwards what it
+// proposes to the leader (Config.Forward, Type.Forwarded there). A
+// publish is confirmed when its enqueue is applied on the proposing
+// member, so once a majority stored it.
+
+// Placement is a replicated queue's replica set.
+type Placement struct {
+	// Group is the group's id, the same on every member.
+	Group uint64
+	// Members are the nodes holding a replica (their Config.NodeID).
+	Members []string
+	// Leader is the member that stands for election at once when the
+	// group is new ("" none: raft's election timeout decides).
+	Leader string
+}
+
+// Has reports whether node is a member.
+func (p *Placement) Has(node string) bool { return slices.Contains(p.Members, node) }
+
+// NewMember creates this node's replica of a new replicated queue: the
+// definition is stored, any data left under the group's id goes, and the
+// group starts with the placement's members as its voters. It does not
+// wait for a leader (the metadata group applies it on every member):
+// the declaring node waits with Sync.
+func (t *Type) NewMember(d queue.Decl, l queue.Limits, h queue.Hooks, p Placement) (*Queue, error) {
+	if !p.Has(t.cfg.NodeID) {
+		return nil, fmt.Errorf("quorum: node %s is not a member of group %d", t.cfg.NodeID, p.Group)
+	}
+	st, err := t.raftStore()
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.Store != nil {
+		rec := persist.QueueRecord{VHost: d.VHost, Name: d.Name, Durable: true, Args: persist.EncodeArgs(d.Args)}
+		if err := t.cfg.Store.SaveQueue(&rec); err != nil {
+			return nil, fmt.Errorf("cannot store queue: %w", err)
+		}
+		d.ID = rec.ID
+	}
+	if err := st.DeleteGroup(p.Group); err != nil {
+		return nil, err
+	}
+	q, err := t.open(d, l, h, p.Group, true, &p)
+	if err != nil && t.cfg.Store != nil {
+		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
+	}
+	return q, err
+}
+
+// RecoverMember reopens this node's replica of a replicated queue after a
+// restart (d.ID: its stored definition's). It does not wait for the
+// group: the other members may not be up yet.
+func (t *Type) RecoverMember(d queue.Decl, l queue.Limits, h queue.Hooks, p Placement) (*Queue, error) {
+	if _, err := t.raftStore(); err != nil {
+		return nil, err
+	}
+	return t.open(d, l, h, p.Group, false, &p)
+}
+
+// Placement is the queue's replica set, nil for a one-voter group.
+func (q *Queue) Placement() *Placement { return q.place }
+
+// ReplicaState is what one member knows of its group.
+type ReplicaState struct {
+	Leader  string   // the leader's node, "" none known
+	Members []string // the voters, sorted
+	State   string   // this replica's raft state (Leader, Follower, Candidate, Shutdown)
+	Applied uint64   // the last index applied here
+}
+
+// Replica reports this member's view of the group.
+func (q *Queue) Replica() ReplicaState {
+	_, id := q.r.LeaderWithID()
+	rs := ReplicaState{Leader: string(id), State: q.r.State().String(), Applied: q.r.AppliedIndex()}
+	if f := q.r.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				rs.Members = append(rs.Members, string(s.ID))
+			}
+		}
+	}
+	sort.Strings(rs.Members)
+	return rs
+}
+
+// Leads reports whether this replica is its group's leader.
+func (q *Queue) Leads() bool { return q.r.State() == raft.Leader }
+
+// DetachDown runs on the leader: the consumers of nodes that running says
+// are down are detached (what they held comes back with x-delivery-count
+// raised), as rabbit_fifo does for a node that went down. A node that
+// comes back reattaches its consumers itself; a detach that arrives late
+// names the consumers it meant, never a node's new ones.
+func (q *Queue) DetachDown(running func(node string) bool) {
+	if q.r.State() != raft.Leader {
+		return
+	}
+	var keys []uint64
+	q.mu.Lock()
+	for _, c := range q.m.consumers {
+		if c.node != q.typ.cfg.NodeID && !running(c.node) && !q.detaching[c.key] {
+			keys = append(keys, c.key)
+		}
+	}
+	if q.detaching == nil {
+		q.detaching = map[uint64]bool{}
+	}
+	for _, k := range keys {
+		q.detaching[k] = true
+	}
+	q.mu.Unlock()
+	for _, k := range keys {
+		key := k
+		q.propose(opDetach, func(e *encoder) { e.u64(key) }, &waiter{done: func(error) {
+			q.mu.Lock()
+			delete(q.detaching, key)
+			q.mu.Unlock()
+		}})
+	}
+}
+
+// Queues lists the open replicated queues of this node.
+func (t *Type) Queues() []*Queue {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Queue, 0, len(t.queues))
+	for _, q := range t.queues {
+		if q.place != nil {
+			out = append(out, q)
+		}
+	}
+	return out
+}
