@@ -44,6 +44,10 @@ type Options struct {
 	// Dial opens the raw connection to another node's listener (default:
 	// TCP); tests pass a fault-injecting one (clustertest.Net).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Started, when set, is called with the node once its listener is up
+	// and before the metadata group starts (whose replay may need the
+	// node: the broker opens quorum queues' groups on it).
+	Started func(*Node)
 }
 
 // Node is this process's member of a cluster: its listener, the RPC
@@ -138,6 +142,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n.wg.Add(1)
 	go n.acceptLoop()
 	n.findAdvertise()
+	if opts.Started != nil {
+		opts.Started(n)
+	}
 	if err := n.startMetadata(); err != nil {
 		n.Close()
 		return nil, err

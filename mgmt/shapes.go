@@ -110,6 +110,11 @@ func toQueue(node string, q server.QueueInfo, owner *server.ConnectionInfo) queu
 	if q.Type == "stream" {
 		j.streamQueueJSON = &streamQueueJSON{Leader: node, Members: []string{node}, Online: []string{node}}
 	} else {
+		if q.Members != nil {
+			// A replicated quorum queue: RabbitMQ's node is its leader.
+			j.streamQueueJSON = &streamQueueJSON{Leader: q.Leader, Members: q.Members, Online: q.Online}
+			j.Node = q.Leader
+		}
 		j.pagedQueueJSON = &pagedQueueJSON{
 			MessagesRAM: q.ReadyInMemory + q.Unacked, MessagesReadyRAM: q.ReadyInMemory, MessageBytesReady: q.ReadyBytes,
 			MessagesPagedOut: q.Ready - q.ReadyInMemory, MessageBytesPagedOut: q.ReadyBytes - q.ReadyInMemoryBytes,

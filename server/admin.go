@@ -261,6 +261,12 @@ type QueueInfo struct {
 	// Unacknowledged bodies are shared with the channels holding them and
 	// not counted.
 	Memory int64
+	// Leader, Members and Online: a replicated quorum queue's leader (""
+	// none known), its replicas' nodes and those of them running, as this
+	// node knows them.
+	Leader  string
+	Members []string
+	Online  []string
 }
 
 // Estimated overheads behind QueueInfo.Memory.
@@ -300,6 +306,7 @@ func (s *Server) queueInfo(v *vhost, q queue.Queue, owners map[uint64]string, ex
 	if d.Exclusive {
 		qi.Owner = owners[d.Owner]
 	}
+	s.replicaInfo(q, &qi)
 	v.mu.RLock()
 	if p := v.queuePolicy(d.Name); p != nil {
 		qi.Policy, qi.PolicyDefinition = p.Name, p.Definition

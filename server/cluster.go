@@ -42,6 +42,7 @@ func (s *Server) startCluster() error {
 		Log:      &s.log,
 		Metadata: s.meta,
 		Storage:  s.raftStorage(),
+		Started:  func(n *cluster.Node) { s.cluster = n },
 	})
 	var ce *cluster.ConfigError
 	if errors.As(err, &ce) {
@@ -59,6 +60,7 @@ func (s *Server) startCluster() error {
 	n.Handle("warren.qdelete", s.whenReady(s.home.handleDelete))
 	n.Handle("warren.deliver", s.remote.handleDeliver)
 	n.Handle("warren.ready", s.handleReady)
+	s.startQuorumCluster(n)
 	s.auth.SetReplicator(func(op auth.Op) error {
 		_, err := s.propose(&metaCmd{Op: opAdmin, Admin: &op})
 		return err

@@ -102,6 +102,9 @@ type metaQueue struct {
 	Args       []byte `json:"args,omitempty"` // persist.EncodeArgs: types kept
 	Home       string `json:"home,omitempty"`
 	Inc        uint64 `json:"inc,omitempty"` // in snapshots
+	// A quorum queue's replica set and the member that leads first.
+	Members []string `json:"members,omitempty"`
+	Lead    string   `json:"lead,omitempty"`
 }
 
 type metaExchange struct {
@@ -233,6 +236,9 @@ func (me *metaErr) err() error {
 type replica struct {
 	home string
 	inc  uint64
+	// members and lead: a quorum queue's replica set and first leader.
+	members []string
+	lead    string
 }
 
 type qkey struct{ vhost, name string }
@@ -370,7 +376,7 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 	case opQueueDeclare:
 		q := c.Queue
 		decl := queue.Decl{VHost: v.name, Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: persist.DecodeArgs(q.Args)}
-		_, err := v.openQueue(c.actor(), decl, &replica{home: q.Home, inc: index})
+		_, err := v.openQueue(c.actor(), decl, &replica{home: q.Home, inc: index, members: q.Members, lead: q.Lead})
 		return metaResult{Err: encodeErr(err)}
 	case opQueueDelete:
 		n, err := v.applyQueueDelete(c.Name, c.Inc)
@@ -463,6 +469,9 @@ func (v *vhost) applyQueueDelete(name string, inc uint64) (int, error) {
 // its home (reopened from the store at a restart), a stand-in elsewhere.
 // v.mu is held.
 func (m *meta) newReplica(v *vhost, typ queue.Type, d queue.Decl, l queue.Limits, r *replica) (queue.Queue, error) {
+	if typ == queue.Type(m.s.quorum) {
+		return m.newQuorumReplica(v, d, l, r)
+	}
 	if !m.isSelf(r.home) {
 		return newRemoteQueue(v, d, r.home), nil
 	}
@@ -602,7 +611,8 @@ func (v *vhost) replicatedState() vhostState {
 			continue
 		}
 		d := q.Decl()
-		st.Queues = append(st.Queues, metaQueue{Name: name, Durable: d.Durable, AutoDelete: d.AutoDelete, Args: persist.EncodeArgs(d.Args), Home: r.home, Inc: r.inc})
+		st.Queues = append(st.Queues, metaQueue{Name: name, Durable: d.Durable, AutoDelete: d.AutoDelete, Args: persist.EncodeArgs(d.Args), Home: r.home, Inc: r.inc,
+			Members: r.members, Lead: r.lead})
 	}
 	slices.SortFunc(st.Queues, func(a, b metaQueue) int { return strings.Compare(a.Name, b.Name) })
 	for _, e := range v.exchanges {
@@ -743,7 +753,7 @@ func (m *meta) restoreVHost(v *vhost, st vhostState) {
 		if err != nil {
 			limits, _ = queue.ParseArgs(nil)
 		}
-		r := &replica{home: w.Home, inc: w.Inc}
+		r := &replica{home: w.Home, inc: w.Inc, members: w.Members, lead: w.Lead}
 		q, err := m.newReplica(v, typ, d, limits, r)
 		if err != nil {
 			m.s.log.Warn().Err(err).Str("queue", w.Name).Msg("restoring a replicated queue failed")

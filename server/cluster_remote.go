@@ -39,10 +39,13 @@ const remoteCallTimeout = 10 * time.Second
 
 // remoteSide is this node's stand-ins' shared state.
 type remoteSide struct {
-	s    *Server
-	typ  *remoteType
-	base uint64 // consumer ids start here: unique across restarts
-	next atomic.Uint64
+	s   *Server
+	typ *remoteType
+	// quorumType is the stand-ins' of quorum queues on a node that holds
+	// no replica: they forward to a member.
+	quorumType *remoteType
+	base       uint64 // consumer ids start here: unique across restarts
+	next       atomic.Uint64
 
 	mu        sync.Mutex // guards the maps; a leaf lock
 	consumers map[uint64]*remoteConsumer
@@ -56,6 +59,7 @@ func newRemoteSide(s *Server) *remoteSide {
 	r := &remoteSide{s: s, base: binary.BigEndian.Uint64(b[:]) &^ 0xffffffff,
 		consumers: map[uint64]*remoteConsumer{}, links: map[string]*link{}, down: map[string]bool{}}
 	r.typ = &remoteType{r: r}
+	r.quorumType = &remoteType{r: r, quorum: true}
 	return r
 }
 
@@ -100,9 +104,17 @@ func (r *remoteSide) link(node string) *link {
 }
 
 // remoteType is the queue type of stand-ins: its Publish forwards.
-type remoteType struct{ r *remoteSide }
+type remoteType struct {
+	r      *remoteSide
+	quorum bool
+}
 
-func (t *remoteType) Info() queue.TypeInfo { return t.r.s.classic.Info() }
+func (t *remoteType) Info() queue.TypeInfo {
+	if t.quorum {
+		return t.r.s.quorum.Info()
+	}
+	return t.r.s.classic.Info()
+}
 
 func (t *remoteType) New(queue.Decl, queue.Limits, queue.Hooks) (queue.Queue, error) {
 	return nil, errors.New("remote queues are made by the metadata group")
@@ -162,6 +174,7 @@ var errHomeDown = errors.New("cluster: the queue's home node is down")
 // remoteQueue is a classic queue homed on another node.
 type remoteQueue struct {
 	r    *remoteSide
+	typ  *remoteType // r.typ, or r.quorumType
 	v    *vhost
 	decl queue.Decl
 	home string
@@ -187,12 +200,12 @@ type remoteConsumer struct {
 }
 
 func newRemoteQueue(v *vhost, d queue.Decl, home string) *remoteQueue {
-	return &remoteQueue{r: v.srv.remote, v: v, decl: d, home: home, consumers: map[uint64]*remoteConsumer{}}
+	return &remoteQueue{r: v.srv.remote, typ: v.srv.remote.typ, v: v, decl: d, home: home, consumers: map[uint64]*remoteConsumer{}}
 }
 
 func (q *remoteQueue) homeUp() bool      { return q.ghost || !q.r.isDown(q.home) }
 func (q *remoteQueue) Decl() *queue.Decl { return &q.decl }
-func (q *remoteQueue) Type() queue.Type  { return q.r.typ }
+func (q *remoteQueue) Type() queue.Type  { return q.typ }
 func (q *remoteQueue) Touch()            {}
 func (q *remoteQueue) MessageStats() queue.MessageStats {
 	return queue.MessageStats{}

@@ -168,9 +168,11 @@ func (v *vhost) declareReplicated(a Actor, decl queue.Decl) (QueueDeclared, erro
 	if q := v.lookupQueue(name); q != nil && q.Decl().Exclusive {
 		return QueueDeclared{}, &LockedError{Name: name, VHost: v.name}
 	}
-	_, err := v.srv.propose(&metaCmd{Op: opQueueDeclare, VHost: v.name, User: a.User, System: a.System, Queue: &metaQueue{
-		Name: name, Durable: decl.Durable, AutoDelete: decl.AutoDelete, Args: persist.EncodeArgs(decl.Args), Home: v.srv.meta.self,
-	}})
+	mq := &metaQueue{Name: name, Durable: decl.Durable, AutoDelete: decl.AutoDelete, Args: persist.EncodeArgs(decl.Args), Home: v.srv.meta.self}
+	if isQuorumDecl(decl.Args) && v.lookupQueue(name) == nil {
+		mq.Members, mq.Lead = v.srv.quorumPlacement(v.name, name, decl.Args)
+	}
+	_, err := v.srv.propose(&metaCmd{Op: opQueueDeclare, VHost: v.name, User: a.User, System: a.System, Queue: mq})
 	if err != nil {
 		return QueueDeclared{}, err
 	}
@@ -179,6 +181,9 @@ func (v *vhost) declareReplicated(a Actor, decl queue.Decl) (QueueDeclared, erro
 		return QueueDeclared{}, &NotFoundError{Kind: "queue", Name: name, VHost: v.name}
 	}
 	if err := homeDown(q); err != nil {
+		return QueueDeclared{}, err
+	}
+	if err := awaitQuorum(q); err != nil {
 		return QueueDeclared{}, err
 	}
 	v.srv.churn.queueDeclared.Add(1)
@@ -216,7 +221,7 @@ func (v *vhost) openQueue(a Actor, decl queue.Decl, r *replica) (queue.Queue, er
 	}
 	var q queue.Queue
 	if r != nil {
-		if t := typ.Info().Name; t != "classic" {
+		if t := typ.Info().Name; t != "classic" && (t != "quorum" || len(r.members) == 0) {
 			return nil, amqp.Errorf(amqp.NotImplemented, 0, 0, "%s queues are not supported in a Warren cluster yet: queue '%s' in vhost '%s'", t, name, v.name)
 		}
 		q, err = v.srv.meta.newReplica(v, typ, decl, limits, r)

@@ -343,11 +343,15 @@ func (s *Server) registerTypes() {
 	})
 	s.types = queue.NewRegistry()
 	s.types.Register(s.classic)
-	s.quorum = quorum.NewType(quorum.Config{
+	qc := quorum.Config{
 		Dir:   filepath.Join(s.cfg.DataDir, "quorum"),
 		Store: s.store,
 		Log:   func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
-	})
+	}
+	if s.cfg.Cluster.Listen != "" {
+		s.clusterQuorumConfig(&qc)
+	}
+	s.quorum = quorum.NewType(qc)
 	s.types.Register(s.quorum)
 	s.streams = stream.NewType(stream.Config{
 		Dir:   filepath.Join(s.cfg.DataDir, "streams"),

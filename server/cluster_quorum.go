@@ -1,0 +1,272 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/quorum"
+)
+
+// Quorum queues in a cluster (issue 14): the metadata group's record of a
+// quorum queue names its members (the nodes holding a replica, chosen by
+// the declaring node: itself first, then running nodes) and the member
+// that leads first (x-queue-leader-locator). Every node applies the
+// record; a member opens its replica of the queue's Raft group (group id
+// quorumGroupBase | the record's incarnation, the same on every node;
+// transport "q<id>" over the cluster listener), a node that is not a
+// member gets a stand-in that forwards to a member, as for a classic
+// queue's home. Members forward what they propose to the group's leader
+// ("quorum.apply"). The leader of each group detaches the consumers of
+// nodes that are down, so what they held is delivered again.
+
+// quorumGroupBase marks the Raft group ids of replicated quorum queues in
+// a node's Raft store: their ids are this bit and the metadata
+// incarnation, apart from the ids of one node's queues (store ids).
+const quorumGroupBase = 1 << 62
+
+// defaultQuorumSize is RabbitMQ's default x-quorum-initial-group-size.
+const defaultQuorumSize = 3
+
+// quorumReconcile is how often each leader looks for consumers of nodes
+// that are down (also at every membership change).
+const quorumReconcile = time.Second
+
+func quorumGroupName(gid uint64) string { return fmt.Sprintf("q%x", gid) }
+
+// clusterQuorumConfig fills in what the quorum type needs in a cluster.
+func (s *Server) clusterQuorumConfig(c *quorum.Config) {
+	c.NodeID = s.cfg.Cluster.NodeName
+	c.Timeout = 1500 * time.Millisecond
+	c.Transport = func(gid uint64) (raft.ServerAddress, raft.Transport, error) {
+		n := s.cluster
+		if n == nil {
+			return "", nil, errClusterDown
+		}
+		t, err := n.Transport(quorumGroupName(gid))
+		if err != nil {
+			return "", nil, err
+		}
+		return raft.ServerAddress(n.Addr()), t, nil
+	}
+	c.Addr = func(node string) (raft.ServerAddress, bool) {
+		n := s.cluster
+		if n == nil {
+			return "", false
+		}
+		for _, m := range n.Members() {
+			if m.Name == node {
+				return raft.ServerAddress(m.Addr), true
+			}
+		}
+		return "", false
+	}
+	c.Forward = func(ctx context.Context, node string, gid uint64, data []byte) error {
+		n := s.cluster
+		if n == nil {
+			return errClusterDown
+		}
+		req := make([]byte, 8, 8+len(data))
+		binary.BigEndian.PutUint64(req, gid)
+		_, err := n.Call(ctx, node, "quorum.apply", append(req, data...))
+		return err
+	}
+}
+
+// startQuorumCluster serves forwarded entries and starts the leaders'
+// reconciliation.
+func (s *Server) startQuorumCluster(n *cluster.Node) {
+	n.Handle("quorum.apply", func(_ context.Context, _ string, req []byte) ([]byte, error) {
+		if len(req) < 8 {
+			return nil, errors.New("short quorum.apply")
+		}
+		return nil, s.quorum.Forwarded(binary.BigEndian.Uint64(req), req[8:])
+	})
+	s.clusterWG.Add(1)
+	go func() {
+		defer s.clusterWG.Done()
+		ch := n.Watch(s.clusterCtx)
+		t := time.NewTicker(quorumReconcile)
+		defer t.Stop()
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					return
+				}
+			case <-t.C:
+			case <-s.clusterCtx.Done():
+				return
+			}
+			running := map[string]bool{}
+			for _, m := range n.Members() {
+				running[m.Name] = m.Running
+			}
+			for _, q := range s.quorum.Queues() {
+				q.DetachDown(func(node string) bool { return running[node] })
+			}
+		}
+	}()
+}
+
+// quorumPlacement chooses a new quorum queue's members and first leader,
+// on the declaring node: this node first, then the other nodes (running
+// ones first) in an order rotated by the queue's name (so that queues
+// spread), up to x-quorum-initial-group-size (default 3, or fewer
+// nodes).
+func (s *Server) quorumPlacement(vhost, name string, args map[string]any) (members []string, lead string) {
+	size := defaultQuorumSize
+	if v, ok := queue.IntValue(args["x-quorum-initial-group-size"]); ok && v > 0 {
+		size = int(v)
+	}
+	self := s.cfg.Cluster.NodeName
+	var up, down []string
+	if n := s.cluster; n != nil {
+		for _, m := range n.Members() {
+			switch {
+			case m.Name == self:
+			case m.Running:
+				up = append(up, m.Name)
+			default:
+				down = append(down, m.Name)
+			}
+		}
+	}
+	rotate := func(ns []string) []string {
+		slices.Sort(ns)
+		if len(ns) == 0 {
+			return ns
+		}
+		h := fnv.New32a()
+		h.Write([]byte(vhost + "\x00" + name))
+		k := int(h.Sum32() % uint32(len(ns)))
+		return append(ns[k:], ns[:k]...)
+	}
+	// Running nodes first; a node not heard from lately (just started,
+	// or down) still gets its replica when it applies the record.
+	others := append(rotate(up), rotate(down)...)
+	members = append([]string{self}, others...)
+	if len(members) > size {
+		members = members[:size]
+	}
+	lead = self
+	if loc, _ := args["x-queue-leader-locator"].(string); loc == "balanced" {
+		lead = s.leastLeading(members)
+	}
+	return members, lead
+}
+
+// leastLeading is the member leading the fewest quorum queues this node
+// knows of (ties: the first).
+func (s *Server) leastLeading(members []string) string {
+	count := map[string]int{}
+	for _, q := range s.quorum.Queues() {
+		count[q.Replica().Leader]++
+	}
+	best := members[0]
+	for _, m := range members[1:] {
+		if count[m] < count[best] {
+			best = m
+		}
+	}
+	return best
+}
+
+// isQuorumDecl reports whether a declaration is of a quorum queue.
+func isQuorumDecl(args map[string]any) bool {
+	t, _ := args["x-queue-type"].(string)
+	return t == "quorum"
+}
+
+// placementOf is a replicated quorum queue's placement.
+func (r *replica) placementOf() quorum.Placement {
+	return quorum.Placement{Group: quorumGroupBase | r.inc, Members: r.members, Leader: r.lead}
+}
+
+// newQuorumReplica makes a quorum queue's replica here (a member), or its
+// stand-in (not a member: it forwards to the first member). v.mu is held.
+func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *replica) (queue.Queue, error) {
+	p := r.placementOf()
+	if !p.Has(m.self) {
+		home := r.lead
+		if home == "" && len(r.members) > 0 {
+			home = r.members[0]
+		}
+		rq := newRemoteQueue(v, d, home)
+		rq.typ = m.s.remote.quorumType
+		m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Msg("quorum queue without a replica here: served by its members")
+		return rq, nil
+	}
+	k := qkey{v.name, d.Name}
+	if st, ok := m.stash[k]; ok {
+		delete(m.stash, k)
+		if st.inc == r.inc {
+			d.ID = st.rec.ID
+			q, err := m.s.quorum.RecoverMember(d, l, v.hooks, p)
+			if err == nil {
+				m.incs[k] = r.inc
+				m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Msg("quorum replica reopened")
+				return q, nil
+			}
+			m.s.log.Warn().Err(err).Str("queue", d.Name).Msg("reopening a quorum replica failed: it starts empty and catches up")
+		}
+		// An older incarnation's replica: its data goes.
+		if rs := m.s.quorum.Store(); rs != nil {
+			rs.DeleteGroup(quorumGroupBase | st.inc)
+		}
+		if st.rec.ID != 0 {
+			m.s.store.DeleteQueue(st.rec.VHost, st.rec.Name, st.rec.ID)
+		}
+	}
+	q, err := m.s.quorum.NewMember(d, l, v.hooks, p)
+	if err == nil {
+		m.incs[k] = r.inc
+		m.saveIncarnations()
+		m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Str("leader", r.lead).Msg("quorum replica created")
+	}
+	return q, err
+}
+
+// awaitQuorum waits, on the declaring node, until a new quorum queue's
+// group has a leader and applied what was proposed (so declare-ok means
+// a publish is taken at once).
+func awaitQuorum(q queue.Queue) error {
+	qq, ok := q.(*quorum.Queue)
+	if !ok {
+		return nil
+	}
+	if err := qq.Sync(); err != nil {
+		return amqp.Errorf(amqp.InternalError, 0, 0, "quorum queue '%s' in vhost '%s' has no leader: %v", qq.Decl().Name, qq.Decl().VHost, err)
+	}
+	return nil
+}
+
+// replicaInfo adds a replicated quorum queue's leader and replicas to qi.
+func (s *Server) replicaInfo(q queue.Queue, qi *QueueInfo) {
+	qq, ok := q.(*quorum.Queue)
+	if !ok || qq.Placement() == nil {
+		return
+	}
+	rs := qq.Replica()
+	qi.Leader, qi.Members = rs.Leader, rs.Members
+	running := map[string]bool{}
+	if n := s.cluster; n != nil {
+		for _, m := range n.Members() {
+			running[m.Name] = m.Running
+		}
+	}
+	for _, m := range rs.Members {
+		if running[m] {
+			qi.Online = append(qi.Online, m)
+		}
+	}
+}
