@@ -18,6 +18,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -59,6 +60,14 @@ func runNode(dir string) {
 		fmt.Fprintln(f, "node:", err)
 		os.Exit(2)
 	}
+	if a := os.Getenv("WARREN_NODE_MGMT"); a != "" {
+		// The management API, for the tests that ask it (a quorum
+		// queue's leader).
+		mg := mgmt.New(srv, mgmt.Options{Listen: a, Log: &log})
+		if err := mg.Listen(); err == nil {
+			go mg.Serve(context.Background())
+		}
+	}
 	if err := srv.Serve(context.Background()); err != nil {
 		fmt.Fprintln(f, "node:", err)
 		os.Exit(2)
@@ -67,6 +76,7 @@ func runNode(dir string) {
 
 type node struct {
 	name, dir, addr, clusterAddr string
+	mgmtAddr                     string // the management API's
 	cmd                          *exec.Cmd
 	exited                       chan struct{}
 }
@@ -91,7 +101,7 @@ func newCluster(t *testing.T, n int) *procCluster {
 	c := &procCluster{t: t}
 	var seeds []string
 	for i := range n {
-		nd := &node{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), addr: freeAddr(t), clusterAddr: freeAddr(t)}
+		nd := &node{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), addr: freeAddr(t), clusterAddr: freeAddr(t), mgmtAddr: freeAddr(t)}
 		c.nodes = append(c.nodes, nd)
 		seeds = append(seeds, nd.clusterAddr)
 	}
@@ -128,7 +138,7 @@ func tail(b []byte, n int) []byte {
 func (c *procCluster) spawn(nd *node) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "WARREN_NODE_DIR="+nd.dir, "WARREN_NODE_ADDR="+nd.addr, "WARREN_NODE_NAME="+nd.name,
-		"WARREN_NODE_CLUSTER="+nd.clusterAddr, "WARREN_NODE_SEEDS="+c.seeds)
+		"WARREN_NODE_CLUSTER="+nd.clusterAddr, "WARREN_NODE_SEEDS="+c.seeds, "WARREN_NODE_MGMT="+nd.mgmtAddr)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

@@ -1,0 +1,186 @@
+package clusterproc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// A quorum queue on three broker processes: declared on n1 (which leads
+// it), published to through a follower, consumed on the third; then its
+// leader is killed with SIGKILL while a consumer on n3 holds deliveries:
+// another replica leads, the confirmed messages are all there, publishing
+// through the survivors goes on, and the killed node comes back as a
+// replica that has everything.
+func TestQuorumThreeNodes(t *testing.T) {
+	c := newCluster(t, 3)
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	t.Cleanup(func() { c.logEvents(t) })
+	args := amqp091.Table{"x-queue-type": "quorum"}
+
+	ch := c.channel(n1)
+	if _, err := ch.QueueDeclare("qq", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range []*node{n2, n3} {
+		waitFor(t, waitTimeout, "qq visible on "+nd.name, func() (bool, string) {
+			_, err := c.passive(nd, "qq")
+			return err == nil, errString(err)
+		})
+	}
+
+	// The declaring node leads (x-queue-leader-locator client-local).
+	var leader string
+	waitFor(t, waitTimeout, "qq's leader known on n2", func() (bool, string) {
+		leader = c.queueLeader(n2, "qq")
+		return leader != "", "no leader"
+	})
+	if leader != "n1" {
+		t.Fatalf("qq is led by %s, want n1, the declaring node", leader)
+	}
+
+	// Through a follower, consumed on the third node.
+	msgs := bodies("a", 200)
+	acked, nacked := publishConfirmed(t, c.channel(n2), "qq", msgs)
+	if len(nacked) > 0 || len(acked) != len(msgs) {
+		t.Fatalf("acked %d nacked %d of %d", len(acked), len(nacked), len(msgs))
+	}
+	for _, nd := range c.nodes {
+		waitFor(t, waitTimeout, "200 ready on "+nd.name, func() (bool, string) {
+			q, err := c.passive(nd, "qq")
+			return err == nil && q.Messages == 200, fmt.Sprintf("%d %s", q.Messages, errString(err))
+		})
+	}
+	got := consumeN(t, c.channel(n3), "qq", len(msgs), true)
+	for _, m := range msgs {
+		if _, ok := got[m]; !ok {
+			t.Fatalf("%s not delivered", m)
+		}
+	}
+
+	// A consumer on n3 holds 20 deliveries unacked; the leader dies.
+	second := bodies("b", 100)
+	if acked, nacked := publishConfirmed(t, c.channel(n1), "qq", second); len(acked) != len(second) || len(nacked) > 0 {
+		t.Fatalf("acked %d nacked %d of %d", len(acked), len(nacked), len(second))
+	}
+	hold := c.channel(n3)
+	if err := hold.Qos(20, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	held, err := hold.Consume("qq", "holder", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holding []amqp091.Delivery
+	for len(holding) < 20 {
+		select {
+		case d := <-held:
+			holding = append(holding, d)
+		case <-time.After(waitTimeout):
+			t.Fatalf("holder got %d of 20", len(holding))
+		}
+	}
+	c.kill(n1)
+	start := time.Now()
+
+	// Publishing through n2 goes on once another replica leads; what is
+	// nacked during the election is published again.
+	third := bodies("c", 100)
+	confirmed := map[string]bool{}
+	for _, m := range second {
+		confirmed[m] = true
+	}
+	left := third
+	for try := 0; len(left) > 0; try++ {
+		if try > 20 {
+			t.Fatalf("still %d unconfirmed after %d rounds", len(left), try)
+		}
+		a, n := publishConfirmed(t, c.channel(n2), "qq", left)
+		for _, m := range a {
+			confirmed[m] = true
+		}
+		left = n
+	}
+	t.Logf("publishing confirmed again %v after the leader's kill", time.Since(start).Round(time.Millisecond))
+	if l := c.queueLeader(n2, "qq"); l == "n1" || l == "" {
+		t.Fatalf("leader after n1's kill: %q", l)
+	}
+
+	// The holder's deliveries are still its own: acked now, they are
+	// gone; everything else confirmed is delivered on n2.
+	for _, d := range holding {
+		delete(confirmed, string(d.Body))
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold.Cancel("holder", false)
+	rest := consumeN(t, c.channel(n2), "qq", len(confirmed), true)
+	for m := range confirmed {
+		if _, ok := rest[m]; !ok {
+			t.Fatalf("confirmed %s not delivered after the failover", m)
+		}
+	}
+
+	// n1 comes back as a follower with the queue's state.
+	c.restart(n1)
+	waitFor(t, waitTimeout, "qq empty on the restarted n1", func() (bool, string) {
+		q, err := c.passive(n1, "qq")
+		return err == nil && q.Messages == 0, fmt.Sprintf("%d %s", q.Messages, errString(err))
+	})
+	last := bodies("d", 50)
+	if acked, _ := publishConfirmed(t, c.channel(n1), "qq", last); len(acked) != len(last) {
+		t.Fatalf("after n1's restart: %d of %d confirmed", len(acked), len(last))
+	}
+	got = consumeN(t, c.channel(n1), "qq", len(last), true)
+	for _, m := range last {
+		if _, ok := got[m]; !ok {
+			t.Fatalf("%s not delivered on n1", m)
+		}
+	}
+}
+
+// logEvents logs, when t failed, each node's log without its connection
+// lines.
+func (c *procCluster) logEvents(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	for _, nd := range c.nodes {
+		b, _ := os.ReadFile(filepath.Join(nd.dir, "broker.log"))
+		var keep [][]byte
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if !bytes.Contains(l, []byte(`"connection opened"`)) && !bytes.Contains(l, []byte(`"connection closed"`)) {
+				keep = append(keep, l)
+			}
+		}
+		t.Logf("--- %s events:\n%s", nd.name, tail(bytes.Join(keep, []byte("\n")), 8000))
+	}
+}
+
+// queueLeader asks nd's management API for a queue's leader ("" when it
+// does not answer or knows none).
+func (c *procCluster) queueLeader(nd *node, name string) string {
+	req, _ := http.NewRequest("GET", "http://"+nd.mgmtAddr+"/api/queues/%2F/"+name, nil)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var q struct {
+		Leader  string   `json:"leader"`
+		Members []string `json:"members"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&q) != nil {
+		return ""
+	}
+	return q.Leader
+}
