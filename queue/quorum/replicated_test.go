@@ -1,0 +1,204 @@
+package quorum_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/queuetest"
+	"github.com/warrenmq/warren/queue/quorum"
+)
+
+// replicas is an in-process cluster of quorum types, one per node, whose
+// groups talk over raft's in-memory transports and forward entries with
+// direct calls.
+type replicas struct {
+	t     *testing.T
+	names []string
+	dirs  map[string]string
+
+	mu    sync.Mutex
+	types map[string]*quorum.Type
+	trans map[string]*raft.InmemTransport
+}
+
+func newReplicas(t *testing.T, names ...string) *replicas {
+	r := &replicas{t: t, names: names, dirs: map[string]string{}, types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
+	for _, n := range names {
+		r.dirs[n] = t.TempDir()
+		r.start(n)
+	}
+	t.Cleanup(func() {
+		for _, n := range names {
+			r.stop(n)
+		}
+	})
+	return r
+}
+
+// start (re)starts node n's type from its directory.
+func (r *replicas) start(n string) {
+	typ := quorum.NewType(quorum.Config{
+		Dir: r.dirs[n], NodeID: n, Timeout: 200 * time.Millisecond, SnapshotThreshold: 32, NoSync: true,
+		Log: func(err error, msg string) { r.t.Logf("%s: %s: %v", n, msg, err) },
+		Transport: func(uint64) (raft.ServerAddress, raft.Transport, error) {
+			addr, tr := raft.NewInmemTransport(raft.ServerAddress(n))
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for peer, pt := range r.trans {
+				tr.Connect(raft.ServerAddress(peer), pt)
+				pt.Connect(addr, tr)
+			}
+			r.trans[n] = tr
+			return addr, tr, nil
+		},
+		Addr: func(node string) (raft.ServerAddress, bool) { return raft.ServerAddress(node), true },
+		Forward: func(_ context.Context, node string, gid uint64, data []byte) error {
+			r.mu.Lock()
+			typ := r.types[node]
+			r.mu.Unlock()
+			if typ == nil {
+				return fmt.Errorf("node %s is down", node)
+			}
+			return typ.Forwarded(gid, data)
+		},
+	})
+	r.mu.Lock()
+	r.types[n] = typ
+	r.mu.Unlock()
+}
+
+// stop stops node n: its groups shut down and its transport is cut off.
+func (r *replicas) stop(n string) {
+	r.mu.Lock()
+	typ, tr := r.types[n], r.trans[n]
+	delete(r.types, n)
+	delete(r.trans, n)
+	for _, pt := range r.trans {
+		pt.Disconnect(raft.ServerAddress(n))
+	}
+	r.mu.Unlock()
+	if tr != nil {
+		tr.DisconnectAll()
+	}
+	if typ != nil {
+		typ.Close()
+	}
+}
+
+func (r *replicas) typ(n string) *quorum.Type {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.types[n]
+}
+
+var replLimits = queue.Limits{MaxLength: -1, MaxLengthBytes: -1}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A replicated queue: published to through a follower, consumed on
+// another, its leader stopped (another leads, publishing goes on), and a
+// replica that was down while the leader's log was compacted catches up
+// from a snapshot that carries the bodies of the messages below it.
+func TestReplicated(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 7, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "rq", Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l := qs["b"].Replica().Leader; l != "a" {
+		t.Fatalf("leader %q, want a (the placement's)", l)
+	}
+
+	// Through follower b; every replica has them.
+	for i := range 20 {
+		publishWait(t, qs["b"], fmt.Sprint("b", i))
+	}
+	for _, n := range r.names {
+		waitUntil(t, "20 ready on "+n, func() bool { return qs[n].Stats().Ready == 20 })
+	}
+	// Consumed on c (attach forwarded, deliveries from c's own apply).
+	rec := queuetest.NewRecorder(100, false)
+	if err := qs["c"].AddConsumer(queue.ConsumeOptions{Tag: "c1", Consumer: rec, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "20 delivered on c", func() bool { return rec.Len() == 20 })
+	got := rec.Take()
+	for i, e := range got {
+		if want := fmt.Sprint("b", i); string(e.Msg.Body) != want {
+			t.Fatalf("delivery %d: %q, want %q", i, e.Msg.Body, want)
+		}
+	}
+	qs["c"].Settle(got, queue.Ack)
+	waitUntil(t, "acks applied on a", func() bool { st := qs["a"].Stats(); return st.Ready == 0 && st.Unacked == 0 })
+	qs["c"].RemoveConsumer("c1", rec)
+
+	// c goes down; many entries later (snapshots, compaction), with ten
+	// messages left below the last snapshot, it comes back.
+	r.stop("c")
+	for i := range 400 {
+		publishWait(t, qs["a"], fmt.Sprint("x", i))
+	}
+	for range 390 {
+		e, _, ok := qs["a"].Get(true)
+		if !ok {
+			t.Fatal("queue ended early")
+		}
+		_ = e
+	}
+	if err := qs["a"].Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := qs["a"].Raft().Stats()["last_snapshot_index"], 0
+	t.Logf("leader's last snapshot index %s", first)
+	r.start("c")
+	cq, err := r.typ("c").RecoverMember(decl, replLimits, queue.Hooks{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs["c"] = cq
+	waitUntil(t, "10 ready on the returned c", func() bool { return cq.Stats().Ready == 10 })
+
+	// a stops: b or c leads; publishing through b goes on; c delivers the
+	// ten it got with the snapshot, bodies and all, then the new ones.
+	r.stop("a")
+	publishWait(t, qs["b"], "after")
+	waitUntil(t, "a new leader", func() bool { l := qs["b"].Replica().Leader; return l == "b" || l == "c" })
+	rec = queuetest.NewRecorder(100, false)
+	if err := cq.AddConsumer(queue.ConsumeOptions{Tag: "c2", Consumer: rec, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "11 delivered on c", func() bool { return rec.Len() == 11 })
+	for i, e := range rec.Take() {
+		want := fmt.Sprint("x", 390+i)
+		if i == 10 {
+			want = "after"
+		}
+		if string(e.Msg.Body) != want {
+			t.Fatalf("delivery %d on c: %q, want %q", i, e.Msg.Body, want)
+		}
+	}
+}
