@@ -70,15 +70,14 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 		}
 		return "", false
 	}
-	c.Forward = func(ctx context.Context, node string, gid uint64, data []byte) error {
+	c.Forward = func(ctx context.Context, node string, gid uint64, data []byte) ([]byte, error) {
 		n := s.cluster
 		if n == nil {
-			return errClusterDown
+			return nil, errClusterDown
 		}
 		req := make([]byte, 8, 8+len(data))
 		binary.BigEndian.PutUint64(req, gid)
-		_, err := n.Call(ctx, node, "quorum.apply", append(req, data...))
-		return err
+		return n.Call(ctx, node, "quorum.apply", append(req, data...))
 	}
 }
 
@@ -89,7 +88,7 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		if len(req) < 8 {
 			return nil, errors.New("short quorum.apply")
 		}
-		return nil, s.quorum.Forwarded(binary.BigEndian.Uint64(req), req[8:])
+		return s.quorum.Forwarded(binary.BigEndian.Uint64(req), req[8:])
 	})
 	s.clusterWG.Add(1)
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -424,9 +425,10 @@ func (q *Queue) send(b batch, wait bool) error {
 			}
 		} else if _, id := q.r.LeaderWithID(); id != "" && string(id) != q.typ.cfg.NodeID && q.typ.cfg.Forward != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-			err := q.typ.cfg.Forward(ctx, string(id), q.gid, b.data)
+			resp, err := q.typ.cfg.Forward(ctx, string(id), q.gid, b.data)
 			cancel()
 			if err == nil {
+				q.forwarded(b, resp)
 				return nil
 			}
 		}
@@ -450,18 +452,57 @@ func retriable(err error) bool {
 }
 
 // Forwarded applies an entry another member forwarded: this node must
-// lead the group. It returns once the entry is applied here.
-func (t *Type) Forwarded(group uint64, data []byte) error {
+// lead the group. It returns once the entry is committed and applied
+// here, with the sequence numbers of the proposer's enqueues that were
+// refused (reject-publish), encoded.
+func (t *Type) Forwarded(group uint64, data []byte) ([]byte, error) {
 	t.mu.Lock()
 	q := t.queues[group]
 	t.mu.Unlock()
 	if q == nil {
-		return ErrNoGroup
+		return nil, ErrNoGroup
 	}
 	if q.r.State() != raft.Leader {
-		return raft.ErrNotLeader
+		return nil, raft.ErrNotLeader
 	}
-	return q.r.Apply(data, forwardTimeout).Error()
+	f := q.r.Apply(data, forwardTimeout)
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	e := &encoder{}
+	refused, _ := f.Response().([]uint64)
+	e.ids(refused)
+	return e.b, nil
+}
+
+// forwarded answers the publishers of a forwarded entry the leader
+// applied: committed on a majority, so confirmed now rather than when
+// this member applies it. The other proposals' results (a get's message,
+// a purge's count) come from this member's own apply.
+func (q *Queue) forwarded(b batch, resp []byte) {
+	d := &decoder{b: resp}
+	refused := d.ids()
+	if d.err != nil {
+		return
+	}
+	var ws []*waiter
+	var errs []error
+	q.pmu.Lock()
+	for s := b.first; s <= b.last; s++ {
+		if w := q.waiters[s]; w != nil && w.msg != nil {
+			delete(q.waiters, s)
+			ws = append(ws, w)
+			var err error
+			if slices.Contains(refused, s) {
+				err = ErrRejected
+			}
+			errs = append(errs, err)
+		}
+	}
+	q.pmu.Unlock()
+	for i, w := range ws {
+		w.answer(result{err: errs[i]})
+	}
 }
 
 // ErrNoGroup: this node has no open group of that id.
@@ -614,7 +655,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 	for i, w := range ws {
 		w.answer(rs[i])
 	}
-	return nil
+	// For a forwarded entry (Type.Forwarded on the leader): which of the
+	// proposer's enqueues were refused, so that it confirms the others at
+	// once.
+	var refused []uint64
+	for _, r := range fx.results {
+		if r.pid != q.pid && errors.Is(r.err, ErrRejected) {
+			refused = append(refused, r.seq)
+		}
+	}
+	return refused
 }
 
 func addBack(m map[uint64][]uint64, key, id uint64) map[uint64][]uint64 {

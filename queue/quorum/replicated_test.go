@@ -2,6 +2,7 @@ package quorum_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -58,12 +59,12 @@ func (r *replicas) start(n string) {
 			return addr, tr, nil
 		},
 		Addr: func(node string) (raft.ServerAddress, bool) { return raft.ServerAddress(node), true },
-		Forward: func(_ context.Context, node string, gid uint64, data []byte) error {
+		Forward: func(_ context.Context, node string, gid uint64, data []byte) ([]byte, error) {
 			r.mu.Lock()
 			typ := r.types[node]
 			r.mu.Unlock()
 			if typ == nil {
-				return fmt.Errorf("node %s is down", node)
+				return nil, fmt.Errorf("node %s is down", node)
 			}
 			return typ.Forwarded(gid, data)
 		},
@@ -200,5 +201,38 @@ func TestReplicated(t *testing.T) {
 		if string(e.Msg.Body) != want {
 			t.Fatalf("delivery %d on c: %q, want %q", i, e.Msg.Body, want)
 		}
+	}
+}
+
+// A publish through a follower to a full reject-publish queue is refused
+// (the leader's verdict comes back with the forwarded entry); the others
+// are confirmed.
+func TestReplicatedRejectPublish(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 8, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "full", Durable: true}
+	limits := queue.Limits{MaxLength: 2, MaxLengthBytes: -1, Overflow: queue.RejectPublish}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, limits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	publishWait(t, qs["b"], "1")
+	publishWait(t, qs["b"], "2")
+	ch := make(chan error, 1)
+	qs["b"].Type().Publish(&queue.Message{Body: []byte("3"), Persistent: true}, []queue.Queue{qs["b"]}, nil, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		if !errors.Is(err, quorum.ErrRejected) {
+			t.Fatalf("third publish: %v, want ErrRejected", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("third publish: no answer")
 	}
 }

@@ -53,7 +53,7 @@ type Config struct {
 	Addr func(node string) (raft.ServerAddress, bool)
 	// Forward sends an entry to the group's leader on node, which applies
 	// it (Type.Forwarded there); nil: entries are proposed here only.
-	Forward func(ctx context.Context, node string, group uint64, data []byte) error
+	Forward func(ctx context.Context, node string, group uint64, data []byte) ([]byte, error)
 	// Timeouts for raft (HeartbeatTimeout, ElectionTimeout and the leader
 	// lease; default 1s, as raft's). A one-voter group elects itself at
 	// once when new, after one timeout at a restart.
