@@ -115,7 +115,7 @@ func New(broker *server.Server, opts Options) *Server {
 		s.log = zerolog.Nop()
 	}
 	s.answerNodeCalls()
-	s.routes = append(append(s.apiRoutes(), s.healthRoutes()...), s.streamRoutes()...)
+	s.routes = append(append(append(s.apiRoutes(), s.healthRoutes()...), s.streamRoutes()...), s.quorumRoutes()...)
 	s.prom = s.newPromHandlers()
 	// A client may not hold a connection (and, for a heavy request, one
 	// of the few turns) for ever by sending or reading slowly.

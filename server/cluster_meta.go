@@ -397,6 +397,9 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 		return metaResult{Err: encodeErr(s.setPolicy(v, *c.Policy))}
 	case opPolicyDelete:
 		return metaResult{Err: encodeErr(s.deletePolicy(v, c.Name))}
+	case opQuorumAdd, opQuorumRemove:
+		n, err := m.applyMembers(v, c)
+		return metaResult{N: n, Err: encodeErr(err)}
 	}
 	return metaResult{Err: &metaErr{Code: amqp.InternalError, Text: "unknown metadata command " + c.Op}}
 }
@@ -737,6 +740,23 @@ func (m *meta) restoreVHost(v *vhost, st vhostState) {
 	sortPolicies(v.policies)
 	for _, w := range st.Queues {
 		if r := v.replicas[w.Name]; r != nil && v.queues[w.Name] != nil {
+			if len(w.Members) > 0 && !slices.Equal(r.members, w.Members) {
+				// Kept, with the members the snapshot has (a change this
+				// node missed); consumers of a replica it dropped are
+				// cancelled with it (channels are told when they next
+				// use it).
+				cancel, standIn, _ := m.setMembers(v, w.Name, r, w.Members)
+				go func() {
+					if standIn != nil {
+						standIn.dropAll()
+					}
+					for _, ref := range cancel {
+						if k, ok := ref.Consumer.(*consumer); ok {
+							k.ch.cancelByBroker(k)
+						}
+					}
+				}()
+			}
 			continue // kept
 		}
 		if q := v.queues[w.Name]; q != nil {

@@ -90,6 +90,7 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		}
 		return s.quorum.Forwarded(binary.BigEndian.Uint64(req), req[8:])
 	})
+	n.Handle("quorum.member", s.whenReady(s.handleMember))
 	s.clusterWG.Add(1)
 	go func() {
 		defer s.clusterWG.Done()

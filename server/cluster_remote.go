@@ -316,6 +316,24 @@ func (q *remoteQueue) dropConsumer(rc *remoteConsumer) {
 	}
 }
 
+// dropAll cancels every consumer of the stand-in (its node got a replica
+// of the queue instead): the home forgets them and the channels tell
+// their clients, as for a deleted queue. Call it without v.mu.
+func (q *remoteQueue) dropAll() {
+	q.mu.Lock()
+	rcs := make([]*remoteConsumer, 0, len(q.consumers))
+	for _, rc := range q.consumers {
+		rcs = append(rcs, rc)
+	}
+	q.mu.Unlock()
+	for _, rc := range rcs {
+		q.RemoveConsumer(rc.tag, rc.c)
+		if q.v.hooks.Cancel != nil {
+			q.v.hooks.Cancel(q, queue.ConsumerRef{Tag: rc.tag, Consumer: rc.c})
+		}
+	}
+}
+
 func (q *remoteQueue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	q.mu.Lock()
 	var rc *remoteConsumer

@@ -64,6 +64,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(c.accessCmds()...)
 	root.AddCommand(c.rabbitCmds()...)
 	root.AddCommand(c.streamCmds()...)
+	root.AddCommand(c.quorumCmds()...)
 	pf.BoolVarP(&c.quiet, "quiet", "q", false, "rabbitmqctl commands: no informational lines")
 	pf.StringVar(&c.formatter, "formatter", "", "rabbitmqctl commands: table (tab-separated, the default) or json")
 	return root

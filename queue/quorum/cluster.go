@@ -28,6 +28,9 @@ type Placement struct {
 	// Leader is the member that stands for election at once when the
 	// group is new ("" none: raft's election timeout decides).
 	Leader string
+	// join: a replica added to a running group (JoinMember), which must
+	// not bootstrap.
+	join bool
 }
 
 // Has reports whether node is a member.
@@ -146,4 +149,64 @@ func (t *Type) Queues() []*Queue {
 		}
 	}
 	return out
+}
+
+// JoinMember opens this node's replica of an existing group it was just
+// made a member of: it starts empty and never bootstraps; the leader
+// sends it the log, or a snapshot with the messages' bodies, once it is
+// added as a voter (ChangeMember on the leader).
+func (t *Type) JoinMember(d queue.Decl, l queue.Limits, h queue.Hooks, p Placement) (*Queue, error) {
+	p.Leader = ""
+	p.join = true
+	return t.NewMember(d, l, h, p)
+}
+
+// ChangeMember adds node (at addr) to group's voters, or removes it, on
+// the group's leader; elsewhere it fails with raft.ErrNotLeader and
+// leader, the leader this replica knows ("" none).
+func (t *Type) ChangeMember(group uint64, add bool, node string, addr raft.ServerAddress) (leader string, err error) {
+	t.mu.Lock()
+	q := t.queues[group]
+	t.mu.Unlock()
+	if q == nil {
+		return "", ErrNoGroup
+	}
+	if q.r.State() != raft.Leader {
+		_, id := q.r.LeaderWithID()
+		return string(id), raft.ErrNotLeader
+	}
+	if add {
+		return "", q.r.AddVoter(raft.ServerID(node), addr, 0, forwardTimeout).Error()
+	}
+	return "", q.r.RemoveServer(raft.ServerID(node), 0, forwardTimeout).Error()
+}
+
+// Leave stops this node's replica of a group it is no longer a member of
+// and deletes its data; its consumers are returned for their channels to
+// be told.
+//
+// It returns at once: what the replica's proposer still holds is sent to
+// the group's leader (a publish routed here just before is confirmed, not
+// failed) before the replica stops and its data goes, on a goroutine.
+func (q *Queue) Leave() []queue.ConsumerRef {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil
+	}
+	q.deleted = true
+	var refs []queue.ConsumerRef
+	for _, lc := range q.consumers {
+		refs = append(refs, queue.ConsumerRef{Tag: lc.tag, Consumer: lc.c})
+	}
+	q.consumers = map[uint64]*local{}
+	q.mu.Unlock()
+	q.pmu.Lock()
+	q.leaving = true
+	q.pmu.Unlock()
+	go func() {
+		q.shutdown()
+		q.dropData()
+	}()
+	return refs
 }

@@ -261,13 +261,18 @@ func (q *Queue) Delete(ifUnused, ifEmpty bool) (int, []queue.ConsumerRef, error)
 	q.consumers = map[uint64]*local{}
 	q.mu.Unlock()
 	q.shutdown()
+	q.dropData()
+	return n, refs, nil
+}
+
+// dropData removes a stopped queue's definition and Raft data.
+func (q *Queue) dropData() {
 	if st := q.typ.cfg.Store; st != nil && q.decl.ID != 0 {
 		q.typ.logErr(st.DeleteQueue(q.decl.VHost, q.decl.Name, q.decl.ID), "durable store write failed")
 	}
 	if rs := q.typ.Store(); rs != nil {
 		q.typ.logErr(rs.DeleteGroup(q.gid), "cannot remove a deleted quorum queue's raft data")
 	}
-	return n, refs, nil
 }
 
 // shutdown stops the proposer (what waits is sent first) and the group;

@@ -68,6 +68,7 @@ type Queue struct {
 	seq      uint64
 	waiters  map[uint64]*waiter
 	closing  bool
+	leaving  bool // closing as a replica removed from its group: what waits is still sent
 	wake     chan struct{}
 	done     chan struct{}
 	inflight chan struct{}  // a slot per entry in flight
@@ -150,7 +151,9 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 				conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m), Address: a})
 			}
 		}
-		if p != nil && fresh && p.Leader != "" && p.Leader != t.cfg.NodeID {
+		if p != nil && p.join {
+			// Added to a running group: the leader gives it everything.
+		} else if p != nil && fresh && p.Leader != "" && p.Leader != t.cfg.NodeID {
 			// Only the first leader bootstraps a new group: a member with
 			// no configuration never stands for election, so the first
 			// leader wins its first election (it stands at once and again
@@ -393,7 +396,7 @@ const forwardTimeout = 5 * time.Second
 func (q *Queue) send(b batch, wait bool) error {
 	for {
 		q.pmu.Lock()
-		closing := q.closing
+		closing := q.closing && !q.leaving
 		q.pmu.Unlock()
 		state := q.r.State()
 		if state == raft.Shutdown {

@@ -249,6 +249,10 @@ func (t *Type) raftConfig() *raft.Config {
 	c.SnapshotThreshold = t.cfg.SnapshotThreshold
 	c.SnapshotInterval = 30 * time.Second
 	c.TrailingLogs = 256
+	// A replica removed from its group (delete_member) keeps running
+	// until its node applies the removal and drops it: meanwhile what it
+	// proposes is forwarded to the leader, not failed.
+	c.ShutdownOnRemove = false
 	// Not RestoreCommittedLogs: raft 1.8.0 then skips the configuration
 	// entries among the logs it restores (NewRaft scans for them only
 	// after the last applied index), and a one-voter group would come

@@ -1,0 +1,312 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/quorum"
+)
+
+// Quorum queue membership, as rabbitmq-queues has it: add_member,
+// delete_member, grow, shrink. The replica set is the metadata record's
+// (opQuorumMembers: every node applies it, a node added opens an empty
+// replica, a node removed drops its replica for a stand-in); the group's
+// voters are changed on its leader afterwards ("quorum.member": raft's
+// AddVoter or RemoveServer), so that a voter added has its replica open,
+// and a node removed forwards to the others before the group lets it go.
+
+// Membership commands (Name, Inc, Node): the new members are computed in
+// Apply, from the record as every node has it.
+const (
+	opQuorumAdd    = "quorum.add"
+	opQuorumRemove = "quorum.remove"
+)
+
+// memberChangeTimeout bounds one membership change on the group's leader.
+const memberChangeTimeout = 30 * time.Second
+
+// Errors of membership changes, worded as rabbitmq-queues prints them.
+var (
+	// ErrNotQuorum: the queue is not a quorum queue.
+	ErrNotQuorum = errors.New("Cannot add members to a classic queue")
+	// ErrNodeNotRunning: the node named is not a running member of the
+	// cluster.
+	ErrNodeNotRunning = errors.New("node_not_running")
+	// ErrNoCluster: membership needs a cluster.
+	ErrNoCluster = errors.New("not a cluster: a single node's quorum queues have one replica")
+)
+
+// MemberChange is one queue's result in grow or shrink.
+type MemberChange struct {
+	VHost, Name string
+	Size        int    // members after the change
+	Result      string // "ok" or the error
+}
+
+// quorumRecord finds a replicated quorum queue's record.
+func (s *Server) quorumRecord(vhost, name string) (*vhost, *replica, error) {
+	if !s.clustered() {
+		return nil, nil, ErrNoCluster
+	}
+	v := s.vhost(vhost)
+	if v == nil {
+		return nil, nil, &NotFoundError{Kind: "vhost", Name: vhost}
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	q, r := v.queues[name], v.replicas[name]
+	if q == nil || r == nil {
+		return nil, nil, &NotFoundError{Kind: "queue", Name: name, VHost: vhost}
+	}
+	if q.Type().Info().Name != "quorum" || len(r.members) == 0 {
+		return nil, nil, ErrNotQuorum
+	}
+	cp := *r
+	cp.members = slices.Clone(r.members)
+	return v, &cp, nil
+}
+
+// running reports whether node is a running member of the cluster.
+func (s *Server) running(node string) (string, bool) {
+	for _, m := range s.cluster.Members() {
+		if m.Name == node {
+			return m.Addr, m.Running
+		}
+	}
+	return "", false
+}
+
+// AddQuorumMember adds a replica of a quorum queue on node (a running
+// member of the cluster). Adding a member it has is a no-op that makes
+// sure the group's voters include it.
+func (s *Server) AddQuorumMember(vhost, name, node string) error {
+	_, r, err := s.quorumRecord(vhost, name)
+	if err != nil {
+		return err
+	}
+	addr, up := s.running(node)
+	if !up {
+		return ErrNodeNotRunning
+	}
+	if _, err := s.propose(&metaCmd{Op: opQuorumAdd, VHost: vhost, Name: name, Inc: r.inc, Node: node, System: true}); err != nil {
+		return err
+	}
+	return s.changeVoter(r.members, r.inc, true, node, addr)
+}
+
+// DeleteQuorumMember removes node's replica of a quorum queue (none:
+// nothing to do, as rabbitmq-queues). The last member cannot go.
+func (s *Server) DeleteQuorumMember(vhost, name, node string) error {
+	_, r, err := s.quorumRecord(vhost, name)
+	if err != nil {
+		return err
+	}
+	res, err := s.propose(&metaCmd{Op: opQuorumRemove, VHost: vhost, Name: name, Inc: r.inc, Node: node, System: true})
+	if err != nil || res.N == 0 {
+		return err // not a member: nothing to do
+	}
+	rest := slices.DeleteFunc(slices.Clone(r.members), func(m string) bool { return m == node })
+	return s.changeVoter(append(rest, node), r.inc, false, node, "")
+}
+
+// GrowQuorum adds a replica on node to every quorum queue whose vhost and
+// name match the patterns, that lacks one: all of them, or (even) only
+// those with an even number of members.
+func (s *Server) GrowQuorum(node, vhostPattern, queuePattern string, even bool) ([]MemberChange, error) {
+	return s.eachQuorum(vhostPattern, queuePattern, func(vh, name string, r *replica) (int, error, bool) {
+		if slices.Contains(r.members, node) || (even && len(r.members)%2 != 0) {
+			return 0, nil, false
+		}
+		return len(r.members) + 1, s.AddQuorumMember(vh, name, node), true
+	})
+}
+
+// ShrinkQuorum removes node's replica from every quorum queue that has
+// one (but a queue's last).
+func (s *Server) ShrinkQuorum(node string) ([]MemberChange, error) {
+	return s.eachQuorum(".*", ".*", func(vh, name string, r *replica) (int, error, bool) {
+		if !slices.Contains(r.members, node) {
+			return 0, nil, false
+		}
+		return len(r.members) - 1, s.DeleteQuorumMember(vh, name, node), true
+	})
+}
+
+func (s *Server) eachQuorum(vhostPattern, queuePattern string, f func(vhost, name string, r *replica) (int, error, bool)) ([]MemberChange, error) {
+	if !s.clustered() {
+		return nil, ErrNoCluster
+	}
+	vre, err := regexp.Compile(vhostPattern)
+	if err != nil {
+		return nil, fmt.Errorf("vhost pattern: %w", err)
+	}
+	qre, err := regexp.Compile(queuePattern)
+	if err != nil {
+		return nil, fmt.Errorf("queue pattern: %w", err)
+	}
+	var out []MemberChange
+	for _, v := range s.vhostList() {
+		if !vre.MatchString(v.name) {
+			continue
+		}
+		v.mu.RLock()
+		var names []string
+		for name, r := range v.replicas {
+			if len(r.members) > 0 && qre.MatchString(name) {
+				names = append(names, name)
+			}
+		}
+		v.mu.RUnlock()
+		sort.Strings(names)
+		for _, name := range names {
+			_, r, err := s.quorumRecord(v.name, name)
+			if err != nil {
+				continue
+			}
+			size, err, did := f(v.name, name, r)
+			if !did {
+				continue
+			}
+			mc := MemberChange{VHost: v.name, Name: name, Size: size, Result: "ok"}
+			if err != nil {
+				mc.Result = err.Error()
+			}
+			out = append(out, mc)
+		}
+	}
+	return out, nil
+}
+
+// memberReq is a "quorum.member" request.
+type memberReq struct {
+	Group uint64 `json:"group"`
+	Add   bool   `json:"add"`
+	Node  string `json:"node"`
+	Addr  string `json:"addr,omitempty"`
+}
+
+// changeVoter makes the group's leader add or remove node as a voter,
+// trying the members in turn (only the leader does it) until one does or
+// memberChangeTimeout.
+func (s *Server) changeVoter(members []string, inc uint64, add bool, node, addr string) error {
+	req, _ := json.Marshal(memberReq{Group: quorumGroupBase | inc, Add: add, Node: node, Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
+	defer cancel()
+	var last error
+	for {
+		for _, m := range members {
+			if _, err := s.cluster.Call(ctx, m, "quorum.member", req); err == nil {
+				return nil
+			} else {
+				last = err
+			}
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("quorum queue membership not changed: %w", last)
+		}
+	}
+}
+
+// handleMember serves "quorum.member" on a member: the change if it
+// leads the group, else raft.ErrNotLeader.
+func (s *Server) handleMember(_ context.Context, _ string, b []byte) ([]byte, error) {
+	var req memberReq
+	if err := json.Unmarshal(b, &req); err != nil {
+		return nil, err
+	}
+	_, err := s.quorum.ChangeMember(req.Group, req.Add, req.Node, raft.ServerAddress(req.Addr))
+	return nil, err
+}
+
+// applyMembers is opQuorumMembers on this node: the record's members
+// change; a node added opens its empty replica in place of its stand-in,
+// a node removed drops its replica for a stand-in (its consumers are
+// cancelled, as for a deleted queue).
+func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
+	v.mu.Lock()
+	r := v.replicas[c.Name]
+	if v.queues[c.Name] == nil || r == nil || (c.Inc != 0 && r.inc != c.Inc) || len(r.members) == 0 {
+		v.mu.Unlock()
+		return 0, &NotFoundError{Kind: "queue", Name: c.Name, VHost: v.name}
+	}
+	members := slices.Clone(r.members)
+	has := slices.Contains(members, c.Node)
+	switch {
+	case c.Op == opQuorumAdd && !has:
+		members = append(members, c.Node)
+	case c.Op == opQuorumRemove && has && len(members) == 1:
+		v.mu.Unlock()
+		return 0, errors.New("cannot remove the last member of a quorum queue")
+	case c.Op == opQuorumRemove && has:
+		members = slices.DeleteFunc(members, func(n string) bool { return n == c.Node })
+	default:
+		v.mu.Unlock()
+		return 0, nil
+	}
+	cancel, standIn, err := m.setMembers(v, c.Name, r, members)
+	v.mu.Unlock()
+	if standIn != nil {
+		standIn.dropAll()
+	}
+	for _, ref := range cancel {
+		if k, ok := ref.Consumer.(*consumer); ok {
+			k.ch.cancelByBroker(k)
+		}
+	}
+	return 1, err
+}
+
+// setMembers gives the quorum queue name (record r) its members: a node
+// added opens its empty replica in place of its stand-in, a node removed
+// drops its replica for a stand-in. It returns the consumers to cancel,
+// and the stand-in replaced whose consumers are to be dropped. v.mu is
+// held.
+func (m *meta) setMembers(v *vhost, name string, r *replica, members []string) ([]queue.ConsumerRef, *remoteQueue, error) {
+	q := v.queues[name]
+	was := slices.Contains(r.members, m.self)
+	r.members = slices.Clone(members)
+	is := slices.Contains(r.members, m.self)
+	switch {
+	case !was && is:
+		limits, err := v.effectiveLimits(name, q.Decl().Args)
+		if err != nil {
+			limits, _ = queue.ParseArgs(nil)
+		}
+		d := *q.Decl()
+		d.ID = 0
+		nq, err := m.s.quorum.JoinMember(d, limits, v.hooks, r.placementOf())
+		if err != nil {
+			m.s.log.Warn().Err(err).Str("queue", name).Msg("opening a new quorum replica failed")
+			return nil, nil, err
+		}
+		rq, _ := q.(*remoteQueue)
+		v.queues[name] = nq
+		m.incs[qkey{v.name, name}] = r.inc
+		m.saveIncarnations()
+		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Strs("members", r.members).Msg("quorum replica added here")
+		return nil, rq, nil
+	case was && !is:
+		var cancel []queue.ConsumerRef
+		if qq, ok := q.(*quorum.Queue); ok {
+			cancel = qq.Leave()
+		}
+		rq := newRemoteQueue(v, *q.Decl(), r.members[0])
+		rq.typ = m.s.remote.quorumType
+		v.queues[name] = rq
+		m.forgetIncarnation(qkey{v.name, name})
+		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Strs("members", r.members).Msg("quorum replica removed here")
+		return cancel, nil, nil
+	}
+	return nil, nil, nil
+}
