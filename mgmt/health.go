@@ -3,6 +3,7 @@ package mgmt
 import (
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +23,7 @@ func (s *Server) healthRoutes() []route {
 		r("health/checks/port-listener/{port}", s.checkPortListener),
 		r("health/checks/protocol-listener/{protocol}", s.checkProtocolListener),
 		r("health/checks/virtual-hosts", s.checkOK),
-		r("health/checks/node-is-quorum-critical", s.checkSingleNode),
+		r("health/checks/node-is-quorum-critical", s.checkQuorumCritical),
 		r("health/checks/node-is-mirror-sync-critical", s.checkSingleNode),
 		r("health/checks/certificate-expiration/{within}/{unit}", s.checkCertificates),
 		r("feature-flags", s.getFeatureFlags),
@@ -134,6 +135,41 @@ func (s *Server) checkOK(q *request) error { return healthOK(q, nil) }
 
 // checkSingleNode answers the cluster checks of one node, as RabbitMQ
 // answers them on a single node.
+// checkQuorumCritical fails, in a cluster, when a quorum queue with a
+// replica on this node would lose its majority if this node stopped (its
+// other running replicas are not a majority), as RabbitMQ 3.10's check.
+func (s *Server) checkQuorumCritical(q *request) error {
+	if s.broker.Cluster() == nil {
+		return s.checkSingleNode(q)
+	}
+	self := s.broker.NodeName()
+	qs, err := s.broker.Queues("")
+	if err != nil {
+		return err
+	}
+	var critical []map[string]any
+	for _, qi := range qs {
+		if !slices.Contains(qi.Members, self) {
+			continue
+		}
+		others := 0
+		for _, m := range qi.Online {
+			if m != self {
+				others++
+			}
+		}
+		if others < len(qi.Members)/2+1 {
+			critical = append(critical, map[string]any{"name": qi.Name, "virtual_host": qi.VHost,
+				"readable_name": "queue '" + qi.Name + "' in vhost '" + qi.VHost + "'", "node": self,
+				"members": qi.Members, "running_members": qi.Online})
+		}
+	}
+	if len(critical) > 0 {
+		return healthFailed(q, "There are quorum queues that would lose their quorum if the target node is shut down", map[string]any{"queues": critical})
+	}
+	return healthOK(q, nil)
+}
+
 func (s *Server) checkSingleNode(q *request) error {
 	return healthOK(q, map[string]any{"reason": "single node cluster"})
 }

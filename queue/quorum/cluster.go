@@ -107,17 +107,44 @@ func (q *Queue) Leads() bool { return q.r.State() == raft.Leader }
 
 // DetachDown runs on the leader: the consumers of nodes that running says
 // are down are detached (what they held comes back with x-delivery-count
-// raised), as rabbit_fifo does for a node that went down. A node that
-// comes back reattaches its consumers itself; a detach that arrives late
-// names the consumers it meant, never a node's new ones.
+// raised), as rabbit_fifo does for a node that went down. Only the
+// consumers the node had when this leader first saw it down go: a node
+// that comes back attaches new ones before every leader has heard from
+// it again, and reattaches nothing of before (its own reset detaches
+// those). A detach that arrives late names the consumers it meant.
 func (q *Queue) DetachDown(running func(node string) bool) {
 	if q.r.State() != raft.Leader {
+		q.mu.Lock()
+		q.downKeys = nil
+		q.mu.Unlock()
 		return
 	}
 	var keys []uint64
 	q.mu.Lock()
+	if q.downKeys == nil {
+		q.downKeys = map[string]map[uint64]bool{}
+	}
+	for node := range q.downKeys {
+		if running(node) {
+			delete(q.downKeys, node)
+		}
+	}
 	for _, c := range q.m.consumers {
-		if c.node != q.typ.cfg.NodeID && !running(c.node) && !q.detaching[c.key] {
+		if c.node == q.typ.cfg.NodeID || running(c.node) {
+			continue
+		}
+		seen := q.downKeys[c.node]
+		if seen == nil {
+			// First seen down: what it has now is what it had.
+			seen = map[uint64]bool{}
+			for _, o := range q.m.consumers {
+				if o.node == c.node {
+					seen[o.key] = true
+				}
+			}
+			q.downKeys[c.node] = seen
+		}
+		if seen[c.key] && !q.detaching[c.key] {
 			keys = append(keys, c.key)
 		}
 	}

@@ -52,8 +52,9 @@ type Queue struct {
 	limits    queue.Limits
 	consumers map[uint64]*local
 	nextKey   uint64
-	noAckOut  int             // no-ack deliveries whose settle is not applied yet
-	detaching map[uint64]bool // consumers of down nodes this leader proposed to detach
+	noAckOut  int                        // no-ack deliveries whose settle is not applied yet
+	detaching map[uint64]bool            // consumers of down nodes this leader proposed to detach
+	downKeys  map[string]map[uint64]bool // by down node: its consumers when this leader first saw it down
 	deleted   bool
 	stopped   bool
 	stats     queue.MessageStats

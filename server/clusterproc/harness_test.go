@@ -100,8 +100,17 @@ func freeAddr(t *testing.T) string {
 func newCluster(t *testing.T, n int) *procCluster {
 	c := &procCluster{t: t}
 	var seeds []string
+	used := map[string]bool{}
+	unique := func() string { // a port the OS hands out twice is taken once
+		for {
+			if a := freeAddr(t); !used[a] {
+				used[a] = true
+				return a
+			}
+		}
+	}
 	for i := range n {
-		nd := &node{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), addr: freeAddr(t), clusterAddr: freeAddr(t), mgmtAddr: freeAddr(t)}
+		nd := &node{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), addr: unique(), clusterAddr: unique(), mgmtAddr: unique()}
 		c.nodes = append(c.nodes, nd)
 		seeds = append(seeds, nd.clusterAddr)
 	}

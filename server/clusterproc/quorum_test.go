@@ -89,6 +89,9 @@ func TestQuorumThreeNodes(t *testing.T) {
 			t.Fatalf("holder got %d of 20", len(holding))
 		}
 	}
+	if code, body := c.mgmtCall(n2, "GET", "/api/health/checks/node-is-quorum-critical", ""); code != 200 {
+		t.Fatalf("quorum-critical with three replicas running: %d %s", code, body)
+	}
 	c.kill(n1)
 	start := time.Now()
 
@@ -130,6 +133,12 @@ func TestQuorumThreeNodes(t *testing.T) {
 			t.Fatalf("confirmed %s not delivered after the failover", m)
 		}
 	}
+
+	// With n1 down, stopping n2 too would leave qq without a majority.
+	waitFor(t, waitTimeout, "n2 quorum-critical", func() (bool, string) {
+		code, body := c.mgmtCall(n2, "GET", "/api/health/checks/node-is-quorum-critical", "")
+		return code == 503 && strings.Contains(body, `"qq"`), fmt.Sprint(code, body)
+	})
 
 	// n1 comes back as a follower with the queue's state.
 	c.restart(n1)
