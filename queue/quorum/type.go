@@ -36,6 +36,9 @@ type Config struct {
 	// Dir holds the node's Raft store (Dir/raft) and the groups'
 	// snapshots.
 	Dir string
+	// Raft is the node's shared Raft store (nil: the type opens one under
+	// Dir/raft with its first queue, and closes it).
+	Raft *raftstore.Store
 	// Store keeps the queues' definitions (nil: none are stored).
 	Store persist.Store
 	// Log reports failures that have no caller to return to.
@@ -106,6 +109,10 @@ func (t *Type) logErr(err error, msg string) {
 // raftStore opens the node's Raft store once.
 func (t *Type) raftStore() (*raftstore.Store, error) {
 	t.openOnce.Do(func() {
+		if t.cfg.Raft != nil {
+			t.store = t.cfg.Raft
+			return
+		}
 		t.store, t.openErr = raftstore.Open(filepath.Join(t.cfg.Dir, "raft"), raftstore.Options{NoSync: t.cfg.NoSync,
 			Logger: func(f string, a ...any) { t.logErr(fmt.Errorf(f, a...), "quorum raft store") }})
 	})
@@ -132,7 +139,7 @@ func (t *Type) Close() error {
 	for _, q := range qs {
 		q.Stop()
 	}
-	if t.store != nil {
+	if t.store != nil && t.cfg.Raft == nil {
 		return t.store.Close()
 	}
 	return nil
@@ -219,7 +226,7 @@ func (t *Type) Recovered() {
 	t.mu.Lock()
 	var gone []uint64
 	for _, id := range ids {
-		if !t.known[id] {
+		if !t.known[id] && !raftstore.IsSystemGroup(id) {
 			gone = append(gone, id)
 		}
 	}
