@@ -361,6 +361,8 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 		}
 		m.nodeStarted(c.Node, strings.HasPrefix(c.ID, m.idBase))
 		return metaResult{}
+	case opNodeForget: // cluster_forget.go
+		return m.applyNodeForget(c.Node)
 	}
 	v := s.vhost(c.VHost)
 	if v == nil {
