@@ -173,6 +173,10 @@ type Timing struct {
 	// from not running, and retries forming or joining (default 1 s); a
 	// member not heard from for three probes is not running.
 	Probe time.Duration
+	// FollowerWait bounds how long a leader's AppendEntries to a follower
+	// that does not answer waits for it to answer the probes again before
+	// it fails (default 30 s; transport.go says why).
+	FollowerWait time.Duration
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs are
 	// raft.Config's (defaults 8192, 2 min, 10240).
 	SnapshotThreshold uint64
@@ -189,6 +193,7 @@ func DefaultTiming() Timing {
 		CommitTimeout:      50 * time.Millisecond,
 		IOTimeout:          10 * time.Second,
 		Probe:              time.Second,
+		FollowerWait:       30 * time.Second,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
@@ -208,6 +213,7 @@ func (t *Timing) setDefaults() {
 	set(&t.CommitTimeout, d.CommitTimeout)
 	set(&t.IOTimeout, d.IOTimeout)
 	set(&t.Probe, d.Probe)
+	set(&t.FollowerWait, d.FollowerWait)
 	set(&t.SnapshotInterval, d.SnapshotInterval)
 	if t.SnapshotThreshold == 0 {
 		t.SnapshotThreshold = d.SnapshotThreshold

@@ -64,6 +64,7 @@ type membership struct {
 	prev     map[string]Member // the last Members computed, for events
 	leader   string
 	changed  chan struct{} // closed and replaced at each leader change
+	probed   chan struct{} // closed and replaced after each probe round
 	watchers map[chan Event]struct{}
 	closed   bool
 }
@@ -72,7 +73,19 @@ func (m *membership) init() {
 	m.lastSeen = map[string]time.Time{}
 	m.prev = map[string]Member{}
 	m.changed = make(chan struct{})
+	m.probed = make(chan struct{})
 	m.watchers = map[chan Event]struct{}{}
+}
+
+// seenAfter reports whether name answered a probe round that started
+// after t, and else returns a channel closed after the next round.
+func (m *membership) seenAfter(name string, t time.Time) (bool, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if seen, ok := m.lastSeen[name]; ok && seen.After(t) {
+		return true, nil
+	}
+	return false, m.probed
 }
 
 // leaderChanged is a channel closed at the next leader change.
@@ -264,6 +277,8 @@ func (n *Node) probe() {
 			delete(m.lastSeen, name)
 		}
 	}
+	close(m.probed)
+	m.probed = make(chan struct{})
 	cur := map[string]Member{}
 	var changed bool
 	for _, mb := range n.membersLocked(cfg, string(leader)) {

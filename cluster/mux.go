@@ -322,12 +322,16 @@ type advertiseAddr string
 func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
 
-// Transport returns a raft.NetworkTransport for group over the node's
-// listener: connections for the group are dialled and accepted through
-// the shared listener, named by the handshake. Closing the transport
-// unregisters the group. The metadata group uses it; so will one group
-// per quorum queue.
-func (n *Node) Transport(group string) (*raft.NetworkTransport, error) {
+// maxPool is how many idle connections a group's transport keeps to
+// each peer.
+const maxPool = 3
+
+// Transport returns group's transport over the node's listener (a
+// raft.NetworkTransport; GroupTransport says what it adds): connections
+// for the group are dialled and accepted through the shared listener,
+// named by the handshake. Closing the transport unregisters the group.
+// The metadata group uses it; so will one group per quorum queue.
+func (n *Node) Transport(group string) (*GroupTransport, error) {
 	if group == "" || len(raftChannel+group) > 255 {
 		return nil, fmt.Errorf("cluster: group name %q: want 1 to %d bytes", group, 255-len(raftChannel))
 	}
@@ -343,10 +347,11 @@ func (n *Node) Transport(group string) (*raft.NetworkTransport, error) {
 	}
 	n.groups[group] = l
 	n.mu.Unlock()
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  l,
-		MaxPool: 3,
+		MaxPool: maxPool,
 		Timeout: n.timing.IOTimeout,
 		Logger:  n.hclog.Named("transport/" + group),
-	}), nil
+	})
+	return &GroupTransport{NetworkTransport: nt, n: n, closed: make(chan struct{})}, nil
 }

@@ -32,6 +32,7 @@ func (s *Server) apiRoutes() []route {
 		monitor(r(get, "nodes", s.getNodes)),
 		monitor(r(get, "nodes/{node}", s.getNode)),
 		monitor(r(get, "cluster", s.getCluster)),
+		admin(r(del, "cluster/nodes/{node}", s.deleteClusterNode)),
 		admin(r(get, "nodes/{node}/environment", s.getEnvironment)),
 		vhostNames(heavy(r(get, "vhosts", s.getVHosts))),
 		heavy(admin(r(get, "vhosts/{vhost}", s.getVHost))),

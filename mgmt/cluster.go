@@ -3,7 +3,11 @@ package mgmt
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"time"
+
+	"github.com/warrenmq/warren/server"
 )
 
 // The cluster's nodes (issue 14, section 1): /api/nodes lists every member
@@ -71,3 +75,32 @@ func (s *Server) getCluster(q *request) error {
 	}
 	return q.reply(c)
 }
+
+// deleteClusterNode is DELETE /api/cluster/nodes/{node}, Warren's
+// forget_cluster_node (warrenctl's): the stopped node leaves the cluster
+// and the queues homed on it are deleted. 404 for a node not in the
+// cluster, 409 for one that runs, 400 on a single node; the answer names
+// how many queues went.
+func (s *Server) deleteClusterNode(q *request) error {
+	ctx, cancel := context.WithTimeout(q.r.Context(), forgetTimeout)
+	defer cancel()
+	n, err := s.broker.ForgetClusterNode(ctx, q.param("node"))
+	var fe *server.ForgetError
+	if errors.As(err, &fe) {
+		switch fe.Reason {
+		case "not_a_cluster_node":
+			return &httpError{http.StatusNotFound, "not_found", fe.Error(), nil}
+		case "rabbit_running":
+			return &httpError{http.StatusConflict, "conflict", fe.Error(), nil}
+		}
+		return badRequest("%s", fe.Error())
+	}
+	if err != nil {
+		return &httpError{http.StatusServiceUnavailable, "service_unavailable", err.Error(), nil}
+	}
+	return q.reply(map[string]any{"node": q.param("node"), "queues_deleted": n})
+}
+
+// forgetTimeout bounds a forget_cluster_node (the metadata command and
+// the membership change, each committed by a majority).
+const forgetTimeout = 30 * time.Second

@@ -72,3 +72,86 @@ func BenchmarkFileAppendSync(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "syncs/s")
 }
+
+// BenchmarkMetadataWithQueues: 20 quorum queues' groups append 1 KiB
+// entries at once while the cluster metadata group appends a small entry
+// after another (declarations), either in two stores (the metadata group
+// in a store of its own, as before it was shared) or in one. It reports
+// the syncs per second of both stores together, per append, and the
+// metadata group's appends per second.
+func BenchmarkMetadataWithQueues(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		name := "separate"
+		if shared {
+			name = "shared"
+		}
+		b.Run(name, func(b *testing.B) {
+			qs, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer qs.Close()
+			ms := qs
+			if !shared {
+				if ms, err = Open(b.TempDir(), Options{}); err != nil {
+					b.Fatal(err)
+				}
+				defer ms.Close()
+			}
+			const groups = 20
+			data := []byte(strings.Repeat("x", 1024))
+			meta, _ := ms.Group(MetadataGroup)
+			stop := make(chan struct{})
+			metaDone := make(chan uint64)
+			go func() {
+				var n uint64
+				for {
+					select {
+					case <-stop:
+						metaDone <- n
+						return
+					default:
+					}
+					n++
+					if err := meta.StoreLogs([]*raft.Log{{Index: n, Term: 1, Data: []byte(`{"op":"queue.declare"}`)}}); err != nil {
+						b.Error(err)
+					}
+				}
+			}()
+			b.SetBytes(1024)
+			b.ResetTimer()
+			start := time.Now()
+			q0, m0 := qs.Stats(), ms.Stats()
+			var wg sync.WaitGroup
+			per := b.N/groups + 1
+			for i := range groups {
+				g, _ := qs.Group(uint64(i + 1))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := range per {
+						if err := g.StoreLogs([]*raft.Log{{Index: uint64(j + 1), Term: 1, Data: data}}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			el := time.Since(start)
+			close(stop)
+			metaN := <-metaDone
+			q1, m1 := qs.Stats(), ms.Stats()
+			syncs := q1.Syncs - q0.Syncs
+			appends := q1.Appends - q0.Appends
+			if !shared {
+				syncs += m1.Syncs - m0.Syncs
+				appends += m1.Appends - m0.Appends
+			}
+			b.ReportMetric(float64(syncs)/el.Seconds(), "syncs/s")
+			b.ReportMetric(float64(syncs)/float64(appends), "syncs/append")
+			b.ReportMetric(float64(metaN)/el.Seconds(), "meta-appends/s")
+			b.ReportMetric(float64(groups*per)/el.Seconds(), "queue-appends/s")
+		})
+	}
+}

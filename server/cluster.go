@@ -71,6 +71,8 @@ func (s *Server) startCluster() error {
 	select {
 	case <-s.meta.started:
 		s.log.Info().Uint64("applied", n.AppliedIndex()).Msg("cluster metadata applied up to this node's start")
+		// Replicas of quorum queues the log no longer has here go.
+		s.quorum.DropUnknownReplicas()
 	case <-time.After(startWait):
 		s.log.Warn().Msg("cluster metadata not caught up yet (no quorum?): serving what this node has")
 	}

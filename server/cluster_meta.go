@@ -365,8 +365,10 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 		if c.Admin != nil {
 			s.applyAdmin(c.Admin)
 		}
-		m.nodeStarted(c.Node)
+		m.nodeStarted(c.Node, strings.HasPrefix(c.ID, m.idBase))
 		return metaResult{}
+	case opNodeForget: // cluster_forget.go
+		return m.applyNodeForget(c.Node)
 	}
 	v := s.vhost(c.VHost)
 	if v == nil {
@@ -407,14 +409,15 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 // nodeStarted: node (re)started, so its non-durable queues are gone, as
 // RabbitMQ deletes a node's transient queues when the node goes down.
 // On this node, it also tells that the log is applied up to the
-// process's start.
-func (m *meta) nodeStarted(node string) {
+// process's start (ours: proposed by this process, not a node.started of
+// this node's earlier runs replayed from the log).
+func (m *meta) nodeStarted(node string, ours bool) {
 	for _, v := range m.s.vhostList() {
 		for _, name := range v.transientOf(node) {
 			v.applyQueueDelete(name, 0)
 		}
 	}
-	if m.isSelf(node) {
+	if ours {
 		m.startedMu.Lock()
 		select {
 		case <-m.started:

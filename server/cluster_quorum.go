@@ -32,7 +32,7 @@ import (
 // quorumGroupBase marks the Raft group ids of replicated quorum queues in
 // a node's Raft store: their ids are this bit and the metadata
 // incarnation, apart from the ids of one node's queues (store ids).
-const quorumGroupBase = 1 << 62
+const quorumGroupBase = quorum.ReplicatedGroups
 
 // defaultQuorumSize is RabbitMQ's default x-quorum-initial-group-size.
 const defaultQuorumSize = 3

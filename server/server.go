@@ -24,6 +24,7 @@ import (
 	"github.com/warrenmq/warren/queue/quorum"
 	"github.com/warrenmq/warren/queue/replyto"
 	"github.com/warrenmq/warren/queue/stream"
+	"github.com/warrenmq/warren/raftstore"
 )
 
 // storeCloseTimeout bounds how long shutdown waits for the store to close.
@@ -55,6 +56,7 @@ type Server struct {
 	classic *classic.Type
 	streams *stream.Type
 	quorum  *quorum.Type
+	raft    *raftstore.Store // every Raft group's storage (cluster_storage.go)
 	replies *replyto.Type
 
 	maxMessageSize atomic.Uint64
@@ -139,6 +141,10 @@ func New(cfg Config) (*Server, error) {
 		limit = memoryLimit(cfg.MemoryHighWatermark)
 	}
 	s.alarms = newAlarmState(limit)
+	if err := s.openRaftStore(); err != nil {
+		s.store.Close()
+		return nil, err
+	}
 	s.registerTypes()
 	s.initCluster()
 	// What non-durable queues spilled before a restart is gone for good.
@@ -148,11 +154,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := s.loadAuth(); err != nil {
 		s.quorum.Close()
+		s.closeRaftStore()
 		s.store.Close()
 		return nil, err
 	}
 	if err := s.recoverDefinitions(); err != nil {
 		s.quorum.Close()
+		s.closeRaftStore()
 		s.store.Close()
 		return nil, err
 	}
@@ -181,6 +189,7 @@ func (s *Server) Close() error {
 	}
 	s.stopCluster()
 	s.quorum.Close()
+	s.closeRaftStore()
 	return s.store.Close()
 }
 
@@ -345,6 +354,7 @@ func (s *Server) registerTypes() {
 	s.types.Register(s.classic)
 	qc := quorum.Config{
 		Dir:   filepath.Join(s.cfg.DataDir, "quorum"),
+		Raft:  s.raft,
 		Store: s.store,
 		Log:   func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
 	}
@@ -380,4 +390,5 @@ func (s *Server) stopQueues() {
 	if err := s.quorum.Close(); err != nil {
 		s.log.Error().Err(err).Msg("closing the quorum queues' raft store")
 	}
+	s.closeRaftStore()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,6 +69,34 @@ func (c *cli) clusterStatusCmd() *cobra.Command {
 				}
 			}
 			writeLines(w, ls)
+			return nil
+		},
+	}
+}
+
+// forgetClusterNodeCmd is rabbitmqctl forget_cluster_node: the stopped
+// node leaves the cluster and the queues homed on it are deleted
+// (DELETE /api/cluster/nodes/NODE on the node warrenctl talks to). A
+// running node is refused, as RabbitMQ refuses it.
+func (c *cli) forgetClusterNodeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "forget_cluster_node NODE",
+		Short: "rabbitmqctl forget_cluster_node: remove a stopped node from the cluster and delete the queues homed on it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, a []string) error {
+			if !c.quiet {
+				fmt.Fprintf(c.stdout, "Removing node %s from the cluster\n", a[0])
+			}
+			b, err := c.client().do(http.MethodDelete, path("cluster", "nodes", a[0]), nil)
+			if err != nil {
+				return err
+			}
+			var res struct {
+				QueuesDeleted int `json:"queues_deleted"`
+			}
+			if json.Unmarshal(b, &res) == nil && res.QueuesDeleted > 0 && !c.quiet {
+				fmt.Fprintf(c.stdout, "Deleted %d queue(s) homed on %s\n", res.QueuesDeleted, a[0])
+			}
 			return nil
 		},
 	}

@@ -39,3 +39,13 @@ func TestClusterStatus(t *testing.T) {
 		t.Fatalf("json: %+v", c)
 	}
 }
+
+// forget_cluster_node on a single node is refused: there is no cluster
+// to remove a node from.
+func TestForgetClusterNodeSingle(t *testing.T) {
+	base, _ := broker(t)
+	out, err := ctlErr(base, "", "forget_cluster_node", "warren@elsewhere")
+	if err == nil || !strings.Contains(err.Error(), "not in a cluster") || !strings.HasPrefix(out, "Removing node warren@elsewhere from the cluster\n") {
+		t.Fatalf("forget_cluster_node on a single node: %q, %v", out, err)
+	}
+}

@@ -60,7 +60,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&c.vhost, "vhost", "p", envOr("WARRENCTL_VHOST", "/"), "virtual host")
 	pf.StringVar(&c.format, "format", "table", "output format: table or json")
 	root.AddCommand(c.listCmd(), c.overviewCmd(), c.declareCmd(), c.deleteCmd(), c.purgeCmd(), c.closeCmd(),
-		c.exportCmd(), c.importCmd(), c.publishCmd(), c.getCmd(), c.healthCmd(), c.statusCmd(), c.clusterStatusCmd(), c.environmentCmd())
+		c.exportCmd(), c.importCmd(), c.publishCmd(), c.getCmd(), c.healthCmd(), c.statusCmd(), c.clusterStatusCmd(), c.forgetClusterNodeCmd(), c.environmentCmd())
 	root.AddCommand(c.accessCmds()...)
 	root.AddCommand(c.rabbitCmds()...)
 	root.AddCommand(c.streamCmds()...)

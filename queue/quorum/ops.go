@@ -298,8 +298,16 @@ func (q *Queue) shutdown() {
 		}
 	}
 	<-q.done
-	q.r.Shutdown().Error()
-	q.closeTransport()
+	if q.place != nil {
+		// A cluster transport first: raft's shutdown waits for its
+		// replication goroutines, which may be waiting for a follower
+		// that is down.
+		q.closeTransport()
+		q.r.Shutdown().Error()
+	} else {
+		q.r.Shutdown().Error()
+		q.closeTransport()
+	}
 	q.pmu.Lock()
 	ws := q.waiters
 	q.waiters = map[uint64]*waiter{}

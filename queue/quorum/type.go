@@ -37,6 +37,9 @@ type Config struct {
 	// Dir holds the node's Raft store (Dir/raft) and the groups'
 	// snapshots.
 	Dir string
+	// Raft is the node's shared Raft store (nil: the type opens one under
+	// Dir/raft with its first queue, and closes it).
+	Raft *raftstore.Store
 	// Store keeps the queues' definitions (nil: none are stored).
 	Store persist.Store
 	// Log reports failures that have no caller to return to.
@@ -113,6 +116,10 @@ func (t *Type) logErr(err error, msg string) {
 // raftStore opens the node's Raft store once.
 func (t *Type) raftStore() (*raftstore.Store, error) {
 	t.openOnce.Do(func() {
+		if t.cfg.Raft != nil {
+			t.store = t.cfg.Raft
+			return
+		}
 		t.store, t.openErr = raftstore.Open(filepath.Join(t.cfg.Dir, "raft"), raftstore.Options{NoSync: t.cfg.NoSync,
 			Logger: func(f string, a ...any) { t.logErr(fmt.Errorf(f, a...), "quorum raft store") }})
 	})
@@ -139,7 +146,7 @@ func (t *Type) Close() error {
 	for _, q := range qs {
 		q.Stop()
 	}
-	if t.store != nil {
+	if t.store != nil && t.cfg.Raft == nil {
 		return t.store.Close()
 	}
 	return nil
@@ -207,7 +214,26 @@ func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue
 // Recovered opens the Raft store if no recovered queue did, and removes
 // the Raft data of groups no longer defined (a crash between a queue's
 // deletion and its group's), once the broker recovered its definitions.
+//
+// Groups with ReplicatedGroups' bit are a cluster's, which the metadata
+// group defines: DropUnknownReplicas removes theirs once it is applied.
 func (t *Type) Recovered() {
+	t.dropUnknown(func(id uint64) bool { return id&ReplicatedGroups == 0 })
+}
+
+// ReplicatedGroups marks the group ids of a cluster's quorum queues (the
+// broker's choice: this bit and the metadata incarnation).
+const ReplicatedGroups = 1 << 62
+
+// DropUnknownReplicas removes the Raft data of replicated groups this node
+// did not open since it started: call it once the cluster's metadata is
+// applied up to the node's start (their queues were deleted, or this node
+// removed from them, while it was down).
+func (t *Type) DropUnknownReplicas() {
+	t.dropUnknown(func(id uint64) bool { return id&ReplicatedGroups != 0 })
+}
+
+func (t *Type) dropUnknown(mine func(id uint64) bool) {
 	st := t.Store()
 	if st == nil {
 		// No quorum queue was recovered: the store opens now (at the
@@ -226,7 +252,7 @@ func (t *Type) Recovered() {
 	t.mu.Lock()
 	var gone []uint64
 	for _, id := range ids {
-		if !t.known[id] {
+		if !t.known[id] && !raftstore.IsSystemGroup(id) && mine(id) {
 			gone = append(gone, id)
 		}
 	}

@@ -156,6 +156,27 @@ func TestQuorumThreeNodes(t *testing.T) {
 			t.Fatalf("%s not delivered on n1", m)
 		}
 	}
+
+	// The whole cluster killed and restarted: what was confirmed is there.
+	kept := bodies("e", 30)
+	if acked, _ := publishConfirmed(t, c.channel(n3), "qq", kept); len(acked) != len(kept) {
+		t.Fatalf("before the restart: %d of %d confirmed", len(acked), len(kept))
+	}
+	for _, nd := range c.nodes {
+		c.kill(nd)
+	}
+	for _, nd := range c.nodes {
+		c.spawn(nd)
+	}
+	for _, nd := range c.nodes {
+		c.waitReady(nd)
+	}
+	got = consumeN(t, c.channel(n2), "qq", len(kept), true)
+	for _, m := range kept {
+		if _, ok := got[m]; !ok {
+			t.Fatalf("%s lost in the whole cluster's restart", m)
+		}
+	}
 }
 
 // logEvents logs, when t failed, each node's log without its connection
