@@ -37,6 +37,10 @@ type Publisher struct {
 	Interval time.Duration
 	// Max bounds the messages sent in all (0: no bound).
 	Max int
+	// NackPause is the pause after a nack or a return, as a client backs
+	// off when the broker refuses (default 5 ms): it bounds the messages a
+	// refusing cluster is sent.
+	NackPause time.Duration
 	// ConfirmWait is how long Run waits for the outstanding confirms once
 	// ctx is done (default 15 s); those still unconfirmed are unknown.
 	ConfirmWait time.Duration
@@ -52,6 +56,9 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 	if p.ConfirmWait <= 0 {
 		p.ConfirmWait = 15 * time.Second
+	}
+	if p.NackPause <= 0 {
+		p.NackPause = 5 * time.Millisecond
 	}
 	for i := 0; ctx.Err() == nil && (p.Max == 0 || p.n < p.Max); i++ {
 		t := p.Targets[i%len(p.Targets)]
@@ -103,16 +110,19 @@ func (p *Publisher) session(ctx context.Context, t Target) error {
 			}
 		}
 	}
+	refused := false
 	settle := func(c amqp091.Confirmation) {
 		id, ok := pending[c.DeliveryTag]
 		if !ok {
 			return
 		}
+		refused = refused || !c.Ack
 		delete(pending, c.DeliveryTag)
 		drainReturns() // a basic.return comes before its message's ack
 		switch {
 		case returned[id]:
 			delete(returned, id)
+			refused = true
 			p.History.Settle(id, Returned)
 		case c.Ack:
 			p.History.Settle(id, Confirmed)
@@ -139,6 +149,10 @@ func (p *Publisher) session(ctx context.Context, t Target) error {
 			}
 			if p.Interval > 0 {
 				sleep(ctx, p.Interval)
+			}
+			if refused {
+				refused = false
+				sleep(ctx, p.NackPause)
 			}
 			// Take the confirms that came meanwhile without waiting.
 			for more := true; more; {
