@@ -68,17 +68,22 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) p
 perf() {
 	local label=$1 u1=$2 u2=$3 qt=$4 r
 	for ((r = 1; r <= ROUNDS; r++)); do
-		"$BIN/warren-perf" --url "$u1" --consumer-url "$u2" --queue-prefix "cb-$label-$r" --queue-type "$qt" \
+		# Declared on node 1 first, and known on node 2 before the
+		# consumer starts there (a cluster applies a declare on each node
+		# in its own time).
+		"$BIN/failover" --declare-url "$u1" --urls "$u1,$u2" --queue "cb-$label-$r-0" --queue-type "$qt" --declare-only \
+			2>"$OUT/$label-$r.declare.err" || log "$label round $r: $(tail -1 "$OUT/$label-$r.declare.err")"
+		"$BIN/warren-perf" --url "$u1" --consumer-url "$u2" --queue-prefix "cb-$label-$r" --queue-type "$qt" --predeclared \
 			--size 1024 --persistent --confirm "$CONFIRM" --producers 1 --consumers 1 --prefetch 200 \
 			--multi-ack-every 50 --duration "${DUR}s" --drain-timeout 30s --quiet --json "$OUT/$label-$r.json" >/dev/null 2>"$OUT/$label-$r.err" ||
 			log "$label round $r: warren-perf failed: $(tail -1 "$OUT/$label-$r.err")"
 		[[ -s $OUT/$label-$r.json ]] && log "$label round $r: $(jq -c '{confirm_rate, p99c: .confirm_latency_ms.p99, p99: .latency_ms.p99, lost, errors}' "$OUT/$label-$r.json")"
 	done
 	local rate p99c p99 lost
-	rate=$(cat "$OUT/$label"-*.json 2>/dev/null | jq -r '.confirm_rate' | median)
-	p99c=$(cat "$OUT/$label"-*.json 2>/dev/null | jq -r '.confirm_latency_ms.p99' | median)
-	p99=$(cat "$OUT/$label"-*.json 2>/dev/null | jq -r '.latency_ms.p99' | median)
-	lost=$(cat "$OUT/$label"-*.json 2>/dev/null | jq -r '.lost // 0' | awk '{s+=$1} END {print s+0}')
+	rate=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.confirm_rate' | median)
+	p99c=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.confirm_latency_ms.p99' | median)
+	p99=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.latency_ms.p99' | median)
+	lost=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.lost // 0' | awk '{s+=$1} END {print s+0}')
 	echo "$rate $p99c $p99 $lost"
 }
 
@@ -178,8 +183,8 @@ warren_run() {
 		warren_start 1
 		warren_wait 1
 	else
-		WARREN_QQ_SKIP=$(tail -1 "$OUT/warren-probe.err")
-		log "Warren quorum skipped: $WARREN_QQ_SKIP"
+		WARREN_QQ_SKIP=$(tail -1 "$OUT/warren-probe.err" | grep -o 'Exception ([0-9]*) Reason: "[A-Z_]*' | sed 's/Reason: "//')
+		log "Warren quorum skipped: $(tail -1 "$OUT/warren-probe.err")"
 	fi
 	failover warren-classic "$u1" "$u2,$u3" classic warren_kill1 warren_restart1
 	RESULT_WARREN_CFO=$FO

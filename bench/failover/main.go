@@ -27,6 +27,7 @@ func main() {
 	declareURL := flag.String("declare-url", "", "declare the queue on this broker (its leader or home node; default: the first of --urls)")
 	duration := flag.Duration("duration", 20*time.Second, "how long to publish")
 	window := flag.Int("confirm", 16, "unconfirmed messages at most")
+	declareOnly := flag.Bool("declare-only", false, "declare the queue, wait until every one of --urls knows it, and exit")
 	flag.Parse()
 
 	var targets []jepsen.Target
@@ -45,6 +46,17 @@ func main() {
 			fmt.Fprintln(os.Stderr, "failover: declare:", err)
 			os.Exit(1)
 		}
+	}
+	if *declareOnly {
+		// A declare-ok on one node does not say that the others have
+		// applied it yet: wait until each of them knows the queue.
+		for _, t := range targets {
+			if err := waitKnown(t, *queue, 30*time.Second); err != nil {
+				fmt.Fprintln(os.Stderr, "failover:", err)
+				os.Exit(1)
+			}
+		}
+		return
 	}
 	var h jepsen.History
 	p := &jepsen.Publisher{Name: "f", Targets: targets, Key: *queue, History: &h, Window: *window, ConfirmWait: 5 * time.Second}
@@ -103,5 +115,33 @@ func declare(t jepsen.Target, q, typ string) error {
 		return err
 	}
 	_, err = ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-queue-type": typ})
+	return err
+}
+
+func waitKnown(t jepsen.Target, q string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := passive(t, q)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not know queue %s after %v: %w", t.Node, q, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func passive(t jepsen.Target, q string) error {
+	conn, err := t.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
 	return err
 }

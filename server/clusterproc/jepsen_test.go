@@ -26,6 +26,10 @@ type queueKind struct {
 	args amqp091.Table
 }
 
+// replicated: the queue has replicas on other nodes, so it must serve
+// publishes while one node is down, cut off or paused.
+func (k queueKind) replicated() bool { return k.name == "quorum" }
+
 var queueKinds = []queueKind{
 	{"classic", nil},
 	{"quorum", amqp091.Table{"x-queue-type": "quorum"}},
@@ -138,8 +142,12 @@ func (r *jrun) consume(on ...*node) {
 // declare starts a declarer of queues of the run's kind on each of on.
 func (r *jrun) declare(on ...*node) {
 	for _, nd := range on {
+		every := 20 * time.Millisecond
+		if r.kind.replicated() {
+			every = 100 * time.Millisecond // each queue is a Raft group
+		}
 		d := &jepsen.Declarer{Prefix: "decl-" + r.kind.name + "-" + nd.name, Targets: r.c.targets(nd), Args: r.kind.args,
-			Interval: 20 * time.Millisecond, History: r.h}
+			Interval: every, History: r.h}
 		r.decls = append(r.decls, d)
 		r.decWG.Go(func() { d.Run(r.decCtx) })
 	}
@@ -315,6 +323,10 @@ func killQueueNode(t *testing.T, c *procCluster, k queueKind, sc scale) {
 		time.Sleep(sc.phase)
 		r.fault("round %d: kill -9 %s (the queue's node)", round, n1.name)
 		c.kill(n1)
+		if k.replicated() {
+			r.progress(50) // another replica leads
+			r.fault("round %d: confirms again without %s", round, n1.name)
+		}
 		sleepFault(sc.fault)
 		c.restart(n1)
 		r.fault("round %d: %s restarted", round, n1.name)
@@ -426,6 +438,9 @@ func partitionMetaLeader(t *testing.T, c *procCluster, k queueKind, sc scale) {
 		}
 		nl := c.metaLeader(c.others(l)...)
 		r.fault("round %d: %s leads the majority", round, nl.name)
+		if k.replicated() {
+			r.progress(50) // the majority's replicas elect a queue leader
+		}
 		sleepFault(sc.fault)
 		c.heal()
 		r.fault("round %d: healed", round)
@@ -452,6 +467,9 @@ func pauseMetaLeader(t *testing.T, c *procCluster, k queueKind, sc scale) {
 		paused := time.Now()
 		nl := c.metaLeader(c.others(l)...)
 		r.fault("round %d: %s leads after %v", round, nl.name, time.Since(paused).Round(time.Millisecond))
+		if k.replicated() {
+			r.progress(50)
+		}
 		sleepFault(sc.fault)
 		c.resume(l)
 		r.fault("round %d: SIGCONT %s", round, l.name)
