@@ -37,7 +37,7 @@ var queueKinds = []queueKind{
 
 // scale is how long and how often the scenarios run.
 type scale struct {
-	phase    time.Duration // publishing before a fault, and the progress wanted after it
+	phase    time.Duration // publishing before each fault
 	fault    time.Duration // how long a node stays down, paused or cut off
 	rounds   int           // faults per scenario
 	interval time.Duration // a publisher's pause between two publishes
