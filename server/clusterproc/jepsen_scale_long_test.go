@@ -8,5 +8,5 @@ import "time"
 // every scenario, publishers at up to 1,000 messages a second each.
 const jepsenLong = true
 
-var jepsenScale = scale{phase: 3 * time.Second, fault: 8 * time.Second, rounds: 3,
+var jepsenScale = scale{phase: 3 * time.Second, fault: 8 * time.Second, down: 8 * time.Second, rounds: 3,
 	interval: time.Millisecond, max: 500000}

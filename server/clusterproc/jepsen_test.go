@@ -38,7 +38,8 @@ var queueKinds = []queueKind{
 // scale is how long and how often the scenarios run.
 type scale struct {
 	phase    time.Duration // publishing before each fault
-	fault    time.Duration // how long a node stays down, paused or cut off
+	fault    time.Duration // how long a node stays paused or cut off (beyond the election timeout)
+	down     time.Duration // how long a killed node stays down
 	rounds   int           // faults per scenario
 	interval time.Duration // a publisher's pause between two publishes
 	max      int           // messages per publisher at most
@@ -327,7 +328,7 @@ func killQueueNode(t *testing.T, c *procCluster, k queueKind, sc scale) {
 			r.progress(50) // another replica leads
 			r.fault("round %d: confirms again without %s", round, n1.name)
 		}
-		sleepFault(sc.fault)
+		sleepFault(sc.down)
 		c.restart(n1)
 		r.fault("round %d: %s restarted", round, n1.name)
 		r.progress(50)
@@ -353,7 +354,7 @@ func killConsumerNode(t *testing.T, c *procCluster, k queueKind, sc scale) {
 			_, n := r.h.Counts()
 			return n > before+20, fmt.Sprintf("%d more ids delivered", n-before)
 		})
-		sleepFault(sc.fault)
+		sleepFault(sc.down)
 		c.restart(n3)
 		r.fault("round %d: %s restarted", round, n3.name)
 	}
@@ -376,7 +377,7 @@ func killFollower(t *testing.T, c *procCluster, k queueKind, sc scale) {
 		r.fault("round %d: kill -9 %s (a follower)", round, n2.name)
 		c.kill(n2)
 		r.progress(50) // the others go on
-		sleepFault(sc.fault)
+		sleepFault(sc.down)
 		c.restart(n2)
 		r.fault("round %d: %s restarted", round, n2.name)
 	}
@@ -396,7 +397,7 @@ func killMetaLeaderDuringDeclares(t *testing.T, c *procCluster, k queueKind, sc 
 		c.kill(l)
 		nl := c.metaLeader(c.others(l)...)
 		r.fault("round %d: %s leads the metadata", round, nl.name)
-		sleepFault(sc.fault)
+		sleepFault(sc.down)
 		c.restart(l)
 		r.fault("round %d: %s restarted", round, l.name)
 	}
