@@ -67,6 +67,7 @@ func parseFlags(args []string) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("warren-perf", flag.ContinueOnError)
 	fs.StringVar(&c.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "broker URL")
+	fs.StringVar(&c.ConsumerURL, "consumer-url", "", "consumers' broker URL (default --url): another node of a cluster")
 	fs.IntVar(&c.Producers, "producers", 1, "number of producers (one connection each)")
 	fs.IntVar(&c.Consumers, "consumers", 1, "number of consumers (one connection each)")
 	fs.IntVar(&c.Queues, "queues", 1, "number of queues (named <queue-prefix>-<i>)")

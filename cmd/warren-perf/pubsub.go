@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -37,12 +38,16 @@ func (r *runner) produce(ctx, pubCtx context.Context, ps *producerState, end *ti
 			return
 		}
 		sem = make(chan struct{}, cfg.Confirm)
+		ps.sentAt = make([]atomic.Int64, 2*cfg.Confirm+16)
 		confs := ch.NotifyPublish(make(chan amqp.Confirmation, cfg.Confirm+16))
 		go func() {
 			defer close(listenerDone)
 			for c := range confs {
 				if c.DeliveryTag == 0 {
 					continue
+				}
+				if at := ps.sentAt[(c.DeliveryTag-1)%uint64(len(ps.sentAt))].Load(); at > 0 {
+					ps.confirmLat.record(time.Now().UnixNano() - at)
 				}
 				if c.Ack {
 					ps.confirmed.set(uint32(c.DeliveryTag - 1))
@@ -119,7 +124,11 @@ publish:
 		if keys != nil {
 			headers = keys[seq%int64(len(keys))]
 		}
-		encodeBody(body, time.Now().UnixNano(), ps.id, uint32(seq))
+		now := time.Now().UnixNano()
+		encodeBody(body, now, ps.id, uint32(seq))
+		if ps.sentAt != nil {
+			ps.sentAt[seq%int64(len(ps.sentAt))].Store(now)
+		}
 		err := ch.Publish(cfg.Exchange, rt.key, false, false, amqp.Publishing{
 			Headers:      headers,
 			DeliveryMode: mode,
@@ -162,7 +171,11 @@ type delivery struct {
 // until stop is closed.
 func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struct{}, stop <-chan struct{}) {
 	cfg := r.cfg
-	conn, nc, err := dialNet(cfg.URL)
+	u := cfg.URL
+	if cfg.ConsumerURL != "" {
+		u = cfg.ConsumerURL
+	}
+	conn, nc, err := dialNet(u)
 	if err != nil {
 		r.fail("consumer %d: dial: %v", id, err)
 		ready <- struct{}{}

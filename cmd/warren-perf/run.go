@@ -18,6 +18,7 @@ import (
 // Config is everything a run needs; see parseFlags for the meaning.
 type Config struct {
 	URL             string        `json:"-"`
+	ConsumerURL     string        `json:"-"`
 	Producers       int           `json:"producers"`
 	Consumers       int           `json:"consumers"`
 	Queues          int           `json:"queues"`
@@ -146,6 +147,12 @@ type Summary struct {
 		P999 float64 `json:"p99_9"`
 		Max  float64 `json:"max"`
 	} `json:"latency_ms"`
+	// ConfirmLatencyMs is from basic.publish to its basic.ack (--confirm).
+	ConfirmLatencyMs struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+		Max float64 `json:"max"`
+	} `json:"confirm_latency_ms"`
 	BrokerCPUSeconds   *float64 `json:"broker_cpu_seconds,omitempty"`
 	BrokerCPUUsPerMsg  *float64 `json:"broker_cpu_us_per_msg,omitempty"`
 	BrokerCPUUsPerDlv  *float64 `json:"broker_cpu_us_per_delivery,omitempty"`
@@ -175,6 +182,10 @@ type producerState struct {
 	routes    []route
 	sent      atomic.Int64
 	confirmed bitset // written by the confirm listener only; read after it ends
+	// sentAt[seq % len] is when seq was published (--confirm bounds the
+	// outstanding ones); confirmLat is read after the listener ends.
+	sentAt     []atomic.Int64
+	confirmLat histogram
 }
 
 type consumerState struct {
@@ -514,6 +525,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	sum.LatencyMs.P99 = ms(all.percentile(99))
 	sum.LatencyMs.P999 = ms(all.percentile(99.9))
 	sum.LatencyMs.Max = ms(all.max)
+	var conf histogram
+	for _, ps := range r.producers {
+		conf.merge(&ps.confirmLat)
+	}
+	sum.ConfirmLatencyMs.P50 = ms(conf.percentile(50))
+	sum.ConfirmLatencyMs.P99 = ms(conf.percentile(99))
+	sum.ConfirmLatencyMs.Max = ms(conf.max)
 	if known && cfg.Consumers > 0 && consumersStarted.Load() {
 		lost := r.countLost(merged)
 		sum.Expected = &expected

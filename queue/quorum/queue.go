@@ -192,7 +192,10 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	go q.proposer()
 	// The queue's limits (they may have changed by policy), and, after a
 	// restart, this node's consumers from before are gone.
-	if !fresh {
+	// A replica of a cluster's queue resets too when new: the node may
+	// have held one before (its disk wiped, or removed and added again)
+	// whose consumers the group still has.
+	if !fresh || p != nil {
 		q.propose(opResetNode2, func(e *encoder) { e.str(t.cfg.NodeID); e.u64(q.pid) }, nil)
 	}
 	if p == nil || !fresh || p.Leader == t.cfg.NodeID {
@@ -380,6 +383,11 @@ type batch struct {
 	first, last uint64
 	deadline    time.Time
 }
+
+// lateDelivery: an entry applied this long after the leader appended it
+// delivers nothing (below the 3 s in which the cluster takes a silent
+// node for down).
+const lateDelivery = 1500 * time.Millisecond
 
 // maxInflight bounds the entries a queue has proposed and not yet seen
 // applied.
@@ -580,6 +588,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var back map[uint64][]uint64 // refused deliveries by consumer
 	var settled []uint64
 	replayed := l.Index <= q.replay
+	// An entry applied long after the leader appended it (this replica
+	// was paused or cut off) does not deliver: by now the leader may have
+	// taken this node for down and given its consumers' messages to
+	// others. Its deliveries go back in place, and the consumers ask
+	// again, in entries of now.
+	late := q.place != nil && !l.AppendedAt.IsZero() && time.Since(l.AppendedAt) > lateDelivery
+	var unblock []uint64
 	q.mu.Lock()
 	q.m.apply(l.Index, l.Data, q.lookup, &fx)
 	if !replayed && !q.deleted {
@@ -587,6 +602,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 			lc := q.consumers[d.consumer]
 			if lc == nil {
 				continue // another node's, or detached here: its detach returns it
+			}
+			if late {
+				if back[lc.key] == nil && !lc.refusing {
+					unblock = append(unblock, lc.key)
+				}
+				back = addBack(back, lc.key, d.e.Seq)
+				continue
 			}
 			if lc.refusing {
 				back = addBack(back, lc.key, d.e.Seq)
@@ -631,6 +653,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 
 	for key, ids := range back {
 		q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
+	}
+	for _, key := range unblock {
+		q.propose(opUnblock, func(e *encoder) { e.u64(key) }, nil)
 	}
 	if len(settled) > 0 {
 		q.propose(opSettle, func(e *encoder) { e.ids(settled) }, &waiter{done: func(error) {

@@ -1,5 +1,9 @@
 // Package clusterproc holds the tests of a Warren cluster of broker
-// processes (issue 14): three nodes on loopback, each a child process with
-// its own data directory and ports, killed with SIGKILL and restarted.
-// It has no code of its own.
+// processes (issue 14): three nodes, each a child process with its own
+// data directory and ports, on 127.0.0.1 or each in a network namespace
+// of its own (internal/jepsen's Netns, for partitions), killed with
+// SIGKILL, paused with SIGSTOP, wiped and rejoined, cut apart. TestJepsen
+// runs the Jepsen-style scenarios over internal/jepsen's history
+// checker; `-tags jepsen` runs their long versions. It has no code of
+// its own.
 package clusterproc

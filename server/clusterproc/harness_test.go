@@ -18,6 +18,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/jepsen"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 )
@@ -47,44 +48,54 @@ func runNode(dir string) {
 		os.Exit(3)
 	}
 	log := zerolog.New(f).With().Timestamp().Logger().Level(zerolog.InfoLevel)
+	cc := cluster.Config{
+		NodeName: os.Getenv("WARREN_NODE_NAME"),
+		Listen:   os.Getenv("WARREN_NODE_CLUSTER"),
+		Seeds:    strings.Split(os.Getenv("WARREN_NODE_SEEDS"), ","),
+		Secret:   "cluster-test-secret",
+	}
+	if j := os.Getenv("WARREN_NODE_JOIN"); j != "" {
+		cc.Seeds, cc.Join = nil, j
+	}
 	srv, err := server.New(server.Config{
 		Listen: os.Getenv("WARREN_NODE_ADDR"), DataDir: filepath.Join(dir, "data"), Log: &log,
-		Cluster: cluster.Config{
-			NodeName: os.Getenv("WARREN_NODE_NAME"),
-			Listen:   os.Getenv("WARREN_NODE_CLUSTER"),
-			Seeds:    strings.Split(os.Getenv("WARREN_NODE_SEEDS"), ","),
-			Secret:   "cluster-test-secret",
-		},
+		LoopbackUsers: []string{}, // guest from a network namespace's address
+		Cluster:       cc,
 	})
 	if err != nil {
 		fmt.Fprintln(f, "node:", err)
 		os.Exit(2)
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	if a := os.Getenv("WARREN_NODE_MGMT"); a != "" {
-		// The management API, for the tests that ask it (a quorum
-		// queue's leader).
 		mg := mgmt.New(srv, mgmt.Options{Listen: a, Log: &log})
-		if err := mg.Listen(); err == nil {
-			go mg.Serve(context.Background())
+		if err := mg.Listen(); err != nil {
+			fmt.Fprintln(f, "node: management:", err)
+			os.Exit(2)
 		}
+		go mg.Serve(ctx)
 	}
-	if err := srv.Serve(context.Background()); err != nil {
+	if err := srv.Serve(ctx); err != nil {
 		fmt.Fprintln(f, "node:", err)
 		os.Exit(2)
 	}
 }
 
 type node struct {
-	name, dir, addr, clusterAddr string
-	mgmtAddr                     string // the management API's
-	cmd                          *exec.Cmd
-	exited                       chan struct{}
+	i                                      int // index in procCluster.nodes
+	name, dir, addr, clusterAddr, mgmtAddr string
+	join                                   string // a cluster address to join through instead of the seeds
+	cmd                                    *exec.Cmd
+	exited                                 chan struct{}
+	paused                                 bool
 }
 
 type procCluster struct {
 	t     *testing.T
 	nodes []*node
 	seeds string
+	net   *jepsen.Netns // nil: every node on 127.0.0.1
 }
 
 func freeAddr(t *testing.T) string {
@@ -96,9 +107,22 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// newCluster starts n nodes with the same seeds, at once.
-func newCluster(t *testing.T, n int) *procCluster {
-	c := &procCluster{t: t}
+// newCluster starts n nodes on 127.0.0.1 with the same seeds, at once.
+func newCluster(t *testing.T, n int) *procCluster { return startCluster(t, n, nil) }
+
+// newNetnsCluster starts n nodes each in a network namespace of its own
+// (jepsen.Netns), so that pairs of them can be partitioned; it skips the
+// test where namespaces cannot be made (not root, no ip).
+func newNetnsCluster(t *testing.T, n int) *procCluster {
+	nn, err := jepsen.NewNetns(n)
+	if err != nil {
+		t.Skip("partitions need network namespaces: " + err.Error())
+	}
+	return startCluster(t, n, nn)
+}
+
+func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
+	c := &procCluster{t: t, net: nn}
 	var seeds []string
 	used := map[string]bool{}
 	unique := func() string { // a port the OS hands out twice is taken once
@@ -110,7 +134,14 @@ func newCluster(t *testing.T, n int) *procCluster {
 		}
 	}
 	for i := range n {
-		nd := &node{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), addr: unique(), clusterAddr: unique(), mgmtAddr: unique()}
+		nd := &node{i: i, name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
+		if nn != nil {
+			// Each namespace has its own ports: RabbitMQ's.
+			ip := nn.Addr(i)
+			nd.addr, nd.clusterAddr, nd.mgmtAddr = ip+":5672", ip+":25672", ip+":15672"
+		} else {
+			nd.addr, nd.clusterAddr, nd.mgmtAddr = unique(), unique(), unique()
+		}
 		c.nodes = append(c.nodes, nd)
 		seeds = append(seeds, nd.clusterAddr)
 	}
@@ -125,6 +156,11 @@ func newCluster(t *testing.T, n int) *procCluster {
 				t.Logf("--- %s log (last 6000 bytes):\n%s", nd.name, tail(b, 6000))
 			}
 		}
+		if nn != nil {
+			if err := nn.Close(); err != nil {
+				t.Error(err)
+			}
+		}
 	})
 	var wg sync.WaitGroup
 	for _, nd := range c.nodes {
@@ -134,6 +170,9 @@ func newCluster(t *testing.T, n int) *procCluster {
 		wg.Go(func() { c.waitReady(nd) })
 	}
 	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	return c
 }
 
@@ -145,16 +184,41 @@ func tail(b []byte, n int) []byte {
 }
 
 func (c *procCluster) spawn(nd *node) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	var cmd *exec.Cmd
+	if c.net != nil {
+		cmd = c.net.Command(nd.i, os.Args[0], "-test.run=^$")
+	} else {
+		cmd = exec.Command(os.Args[0], "-test.run=^$")
+	}
 	cmd.Env = append(os.Environ(), "WARREN_NODE_DIR="+nd.dir, "WARREN_NODE_ADDR="+nd.addr, "WARREN_NODE_NAME="+nd.name,
-		"WARREN_NODE_CLUSTER="+nd.clusterAddr, "WARREN_NODE_SEEDS="+c.seeds, "WARREN_NODE_MGMT="+nd.mgmtAddr)
+		"WARREN_NODE_CLUSTER="+nd.clusterAddr, "WARREN_NODE_SEEDS="+c.seeds, "WARREN_NODE_MGMT="+nd.mgmtAddr,
+		"WARREN_NODE_JOIN="+nd.join)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
 	nd.cmd = cmd
 	nd.exited = make(chan struct{})
+	nd.paused = false
 	go func() { cmd.Wait(); close(nd.exited) }()
+}
+
+// amqpConfig dials nd (inside its namespace when it has one).
+func (c *procCluster) amqpConfig(nd *node) amqp091.Config {
+	cfg := amqp091.Config{Dial: amqp091.DefaultDial(2 * time.Second)}
+	if c.net != nil {
+		cfg.Dial = func(network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return c.net.Dial(ctx, nd.i, network, addr)
+		}
+	}
+	return cfg
+}
+
+// connect dials nd once, without failing the test.
+func (c *procCluster) connect(nd *node) (*amqp091.Connection, error) {
+	return amqp091.DialConfig(c.url(nd), c.amqpConfig(nd))
 }
 
 // waitReady waits until the node answers AMQP (its Listen returns once
@@ -162,7 +226,7 @@ func (c *procCluster) spawn(nd *node) {
 func (c *procCluster) waitReady(nd *node) {
 	deadline := time.Now().Add(startTimeout)
 	for {
-		conn, err := amqp091.DialConfig(c.url(nd), amqp091.Config{Dial: amqp091.DefaultDial(2 * time.Second)})
+		conn, err := c.connect(nd)
 		if err == nil {
 			conn.Close()
 			return
@@ -202,7 +266,7 @@ func (c *procCluster) restart(nd *node) {
 
 func (c *procCluster) dial(nd *node) *amqp091.Connection {
 	c.t.Helper()
-	conn, err := amqp091.Dial(c.url(nd))
+	conn, err := c.connect(nd)
 	if err != nil {
 		c.t.Fatalf("dial %s: %v", nd.name, err)
 	}
@@ -221,7 +285,7 @@ func (c *procCluster) channel(nd *node) *amqp091.Channel {
 
 // passive declares name passively on nd on a channel of its own.
 func (c *procCluster) passive(nd *node, name string) (amqp091.Queue, error) {
-	conn, err := amqp091.Dial(c.url(nd))
+	conn, err := c.connect(nd)
 	if err != nil {
 		return amqp091.Queue{}, err
 	}

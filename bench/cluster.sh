@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# cluster.sh: a 3-node RabbitMQ 3.10 cluster against a 3-node Warren
+# cluster on this machine (issue 14, section 3). For each: 1 KB persistent
+# messages with confirms into a queue declared on node 1, the publisher
+# on node 1 and the consumer on node 2 (cmd/warren-perf with
+# --consumer-url), reporting the confirmed rate and the p99 confirm
+# latency; then the failover time: a publisher on node 2 (then node 3)
+# publishes with confirms to a fresh queue led by node 1, node 1 gets
+# kill -9, and the longest time without a confirm is measured
+# (bench/failover).
+#
+# Runs: RabbitMQ quorum; Warren classic (durable, persistent: its home is
+# node 1, so its "failover" is node 1's restart: it has no replica);
+# Warren quorum once a Warren cluster accepts quorum declares (today it
+# answers 540, and the script says so and skips it).
+#
+# Usage: bench/cluster.sh [rabbit] [warren]     (default: both)
+# Environment:
+#   DUR=10          seconds of load per throughput run
+#   ROUNDS=3        throughput runs per broker and queue type (median kept)
+#   CONFIRM=64      outstanding confirms per publisher
+#   FAILOVER_DUR=20 seconds the failover publisher runs (the kill at 5 s)
+#   RABBIT_PORT=5701  AMQP ports RABBIT_PORT..+2 (dist ports +20000)
+#   WARREN_PORT=5711  AMQP ports WARREN_PORT..+2 (cluster ports +20000)
+#   RABBIT_BIN=/usr/lib/rabbitmq/bin  where rabbitmq-server and rabbitmqctl are
+#   OUT=dir         logs, data and JSON (default: a temp dir, removed)
+# It never touches the RabbitMQ on 5672: its nodes have their own names
+# (wbench1..3@host), ports, data and log dirs, plugins file and erlang
+# cookie (HOME is a directory of its own while it runs rabbitmqctl).
+{
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DUR=${DUR:-10}
+ROUNDS=${ROUNDS:-3}
+CONFIRM=${CONFIRM:-64}
+FAILOVER_DUR=${FAILOVER_DUR:-20}
+RABBIT_PORT=${RABBIT_PORT:-5701}
+WARREN_PORT=${WARREN_PORT:-5711}
+# The scripts themselves, not /usr/sbin's wrappers (which switch to the
+# rabbitmq user and lose this environment).
+RABBIT_BIN=${RABBIT_BIN:-/usr/lib/rabbitmq/bin}
+KEEP_OUT=1
+if [[ -z ${OUT:-} ]]; then OUT=$(mktemp -d /tmp/warren-cluster-bench.XXXXXX); KEEP_OUT=0; fi
+mkdir -p "$OUT"
+WHICH=("$@")
+[[ ${#WHICH[@]} == 0 ]] && WHICH=(rabbit warren)
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+HOST=$(hostname -s)
+
+BIN=$OUT/bin
+mkdir -p "$BIN"
+log "building warren, warren-perf, failover into $BIN"
+(cd "$ROOT" && go build -o "$BIN/warren" ./cmd/warren && go build -o "$BIN/warren-perf" ./cmd/warren-perf &&
+	go build -o "$BIN/failover" ./bench/failover) || { log "build failed"; exit 1; }
+
+PIDS=() # every OS process this script started (beam.smp pids too)
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [[ $KEEP_OUT == 0 ]]; then rm -rf "$OUT"; fi
+}
+trap cleanup EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+# perf LABEL URL1 URL2 QUEUE_TYPE: ROUNDS throughput runs; prints
+# "conf/s p99_confirm_ms p99_e2e_ms lost".
+perf() {
+	local label=$1 u1=$2 u2=$3 qt=$4 r
+	for ((r = 1; r <= ROUNDS; r++)); do
+		# Declared on node 1 first, and known on node 2 before the
+		# consumer starts there (a cluster applies a declare on each node
+		# in its own time).
+		"$BIN/failover" --declare-url "$u1" --urls "$u1,$u2" --queue "cb-$label-$r-0" --queue-type "$qt" --declare-only \
+			2>"$OUT/$label-$r.declare.err" || log "$label round $r: $(tail -1 "$OUT/$label-$r.declare.err")"
+		"$BIN/warren-perf" --url "$u1" --consumer-url "$u2" --queue-prefix "cb-$label-$r" --queue-type "$qt" --predeclared \
+			--size 1024 --persistent --confirm "$CONFIRM" --producers 1 --consumers 1 --prefetch 200 \
+			--multi-ack-every 50 --duration "${DUR}s" --drain-timeout 30s --quiet --json "$OUT/$label-$r.json" >/dev/null 2>"$OUT/$label-$r.err" ||
+			log "$label round $r: warren-perf failed: $(tail -1 "$OUT/$label-$r.err")"
+		[[ -s $OUT/$label-$r.json ]] && log "$label round $r: $(jq -c '{confirm_rate, p99c: .confirm_latency_ms.p99, p99: .latency_ms.p99, lost, errors}' "$OUT/$label-$r.json")"
+	done
+	local rate p99c p99 lost
+	rate=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.confirm_rate' | median)
+	p99c=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.confirm_latency_ms.p99' | median)
+	p99=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.latency_ms.p99' | median)
+	lost=$(cat "$OUT/$label"-[0-9]*.json 2>/dev/null | jq -r '.lost // 0' | awk '{s+=$1} END {print s+0}')
+	echo "$rate $p99c $p99 $lost"
+}
+
+# failover LABEL DECLARE_URL URLS QUEUE_TYPE KILL_FN [RESTART_FN]: runs
+# bench/failover on URLS with its queue declared on DECLARE_URL, calls KILL_FN after 5 s (then RESTART_FN), prints the longest
+# confirm gap in ms.
+failover() {
+	local label=$1 durl=$2 urls=$3 qt=$4 killfn=$5 restartfn=${6:-} fp
+	"$BIN/failover" --declare-url "$durl" --urls "$urls" --queue "cb-failover-$label" --queue-type "$qt" --duration "${FAILOVER_DUR}s" \
+		>"$OUT/$label-failover.json" 2>"$OUT/$label-failover.err" &
+	fp=$!
+	sleep 5
+	[[ -n ${LEADER_FN:-} ]] && log "$label: $($LEADER_FN "cb-failover-$label")"
+	log "$label: kill -9 of node 1"
+	$killfn
+	[[ -n $restartfn ]] && $restartfn
+	wait $fp || log "$label failover: $(tail -1 "$OUT/$label-failover.err")"
+	log "$label failover: $(jq -c '{confirmed, nacked, unknown, longest_gap_ms, resumed}' "$OUT/$label-failover.json" 2>/dev/null)"
+	FO=$(jq -r 'if .resumed then .longest_gap_ms else "no confirms for \(.longest_gap_ms) ms, to the end" end' "$OUT/$label-failover.json" 2>/dev/null || echo -)
+}
+
+# --- RabbitMQ: three nodes wbench1..3@$HOST ---
+RHOME=$OUT/rabbit-home
+rabbit_env() {
+	local i=$1
+	echo HOME="$RHOME" RABBITMQ_NODENAME="wbench$i@$HOST" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+		RABBITMQ_NODE_PORT=$((RABBIT_PORT + i - 1)) RABBITMQ_DIST_PORT=$((RABBIT_PORT + 20000 + i - 1)) \
+		RABBITMQ_MNESIA_BASE="$OUT/rabbit$i/mnesia" RABBITMQ_LOG_BASE="$OUT/rabbit$i/log" \
+		RABBITMQ_ENABLED_PLUGINS_FILE="$RHOME/enabled_plugins" RABBITMQ_CONFIG_FILE="$RHOME/rabbitmq.conf" \
+		RABBITMQ_CONF_ENV_FILE=/dev/null RABBITMQ_PID_FILE="$OUT/rabbit$i/pid"
+}
+rctl() { local i=$1; shift; env $(rabbit_env "$i") "$RABBIT_BIN/rabbitmqctl" -q -n "wbench$i@$HOST" "$@"; }
+rabbit_start() {
+	local i=$1
+	mkdir -p "$OUT/rabbit$i"
+	env $(rabbit_env "$i") "$RABBIT_BIN/rabbitmq-server" >"$OUT/rabbit$i/server.out" 2>&1 &
+	rctl "$i" wait --timeout 120 "$OUT/rabbit$i/pid" >/dev/null || { log "RabbitMQ node $i did not start"; return 1; }
+	PIDS+=("$(cat "$OUT/rabbit$i/pid")")
+}
+rabbit_leader() { echo "queue $1 led by $(rctl 2 list_queues name leader --formatter json | jq -r --arg q "$1" '.[] | select(.name == $q) | .leader')"; }
+rabbit_kill1() { kill -9 "$(cat "$OUT/rabbit1/pid")"; }
+rabbit_run() {
+	if [[ ! -x $RABBIT_BIN/rabbitmq-server ]]; then
+		log "no $RABBIT_BIN/rabbitmq-server: skipping RabbitMQ"
+		return
+	fi
+	mkdir -p "$RHOME"
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RHOME/.erlang.cookie"
+	chmod 400 "$RHOME/.erlang.cookie"
+	echo "[]." >"$RHOME/enabled_plugins"
+	: >"$RHOME/rabbitmq.conf"
+	for i in 1 2 3; do rabbit_start $i || return; done
+	for i in 2 3; do
+		rctl $i stop_app && rctl $i join_cluster "wbench1@$HOST" && rctl $i start_app || { log "join_cluster of node $i failed"; return; }
+	done
+	log "RabbitMQ cluster: $(rctl 1 cluster_status --formatter json | jq -c '.running_nodes')"
+	log "RabbitMQ version: $(rctl 1 eval 'rabbit:product_version().' 2>/dev/null)"
+	local u1=amqp://guest:guest@127.0.0.1:$RABBIT_PORT/ u2=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 2))/
+	RESULT_RABBIT_QQ=$(perf rabbit-quorum "$u1" "$u2" quorum)
+	LEADER_FN=rabbit_leader failover rabbit-quorum "$u1" "$u2,$u3" quorum rabbit_kill1
+	RESULT_RABBIT_FO=$FO
+}
+
+# --- Warren: three nodes w1..w3 ---
+warren_start() {
+	local i=$1
+	mkdir -p "$OUT/warren$i"
+	WARREN_CLUSTER_SECRET=cluster-bench-secret "$BIN/warren" --node-name "w$i" --listen "127.0.0.1:$((WARREN_PORT + i - 1))" \
+		--mgmt-listen off --prometheus-listen off --data-dir "$OUT/warren$i/data" \
+		--cluster-listen "127.0.0.1:$((WARREN_PORT + 20000 + i - 1))" --cluster-seeds "$WSEEDS" >>"$OUT/warren$i/log" 2>&1 &
+	WPID[$i]=$!
+	PIDS+=("$!")
+}
+warren_wait() {
+	local i=$1 t
+	for ((t = 0; t < 600; t++)); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$((WARREN_PORT + i - 1))") 2>/dev/null && return 0
+		sleep 0.2
+	done
+	log "Warren node $i did not start"
+	return 1
+}
+warren_kill1() { kill -9 "${WPID[1]}"; wait "${WPID[1]}" 2>/dev/null; }
+# restart node 1 at once (kill -9 leaves nothing to wait for but the exit).
+warren_restart1() { warren_start 1; }
+warren_run() {
+	WSEEDS=127.0.0.1:$((WARREN_PORT + 20000)),127.0.0.1:$((WARREN_PORT + 20001)),127.0.0.1:$((WARREN_PORT + 20002))
+	for i in 1 2 3; do warren_start $i; done
+	for i in 1 2 3; do warren_wait $i || return; done
+	sleep 2 # the nodes see each other running
+	local u1=amqp://guest:guest@127.0.0.1:$WARREN_PORT/ u2=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 2))/
+	RESULT_WARREN_CQ=$(perf warren-classic "$u1" "$u2" classic)
+	if "$BIN/failover" --urls "$u1" --queue cb-probe --queue-type quorum --duration 1s >/dev/null 2>"$OUT/warren-probe.err"; then
+		RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
+		failover warren-quorum "$u1" "$u2,$u3" quorum warren_kill1
+		RESULT_WARREN_QFO=$FO
+		warren_start 1
+		warren_wait 1
+	else
+		WARREN_QQ_SKIP=$(tail -1 "$OUT/warren-probe.err" | grep -o 'Exception ([0-9]*) Reason: "[A-Z_]*' | sed 's/Reason: "//')
+		log "Warren quorum skipped: $(tail -1 "$OUT/warren-probe.err")"
+	fi
+	failover warren-classic "$u1" "$u2,$u3" classic warren_kill1 warren_restart1
+	RESULT_WARREN_CFO=$FO
+}
+
+RESULT_RABBIT_QQ="- - - -" RESULT_RABBIT_FO=- RESULT_WARREN_CQ="- - - -" RESULT_WARREN_QQ="- - - -" RESULT_WARREN_QFO=- RESULT_WARREN_CFO=- WARREN_QQ_SKIP=""
+declare -a WPID
+for w in "${WHICH[@]}"; do
+	case $w in
+	rabbit) rabbit_run ;;
+	warren) warren_run ;;
+	*) log "unknown: $w (rabbit, warren)"; exit 2 ;;
+	esac
+done
+
+row() { # label "rate p99c p99 lost" failover
+	read -r rate p99c p99 lost <<<"$2"
+	num() { [[ $1 == - ]] && echo - || printf "%.${2}f" "$1"; }
+	printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$(num "$rate" 0)" "$(num "$p99c" 1)" "$(num "$p99" 1)" "$lost" "$3"
+}
+{
+	echo "3-node clusters on $(hostname -s), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d): 1 KB persistent, confirms (window $CONFIRM), publisher on node 1, consumer on node 2, ${DUR}s x $ROUNDS rounds (medians); failover: kill -9 of node 1 (the queue's leader or home) under a publisher on node 2"
+	echo
+	echo "| broker, queue | confirmed/s | p99 confirm ms | p99 end-to-end ms | lost | failover ms |"
+	echo "|---|--:|--:|--:|--:|--:|"
+	row "RabbitMQ 3.10, quorum" "$RESULT_RABBIT_QQ" "$RESULT_RABBIT_FO"
+	row "Warren, quorum" "$RESULT_WARREN_QQ" "$RESULT_WARREN_QFO${WARREN_QQ_SKIP:+ (skipped: $WARREN_QQ_SKIP)}"
+	row "Warren, classic (no replica: failover = node 1's restart)" "$RESULT_WARREN_CQ" "$RESULT_WARREN_CFO"
+} | tee "$OUT/cluster.md"
+}
