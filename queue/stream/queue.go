@@ -293,11 +293,11 @@ func (q *Queue) CheckPublish(m *queue.Message) error {
 	if !q.partitioned {
 		return nil
 	}
-	h := readHeaders(m.Props)
+	h := headersOf(m, true, nil)
 	if h.partition == nil && h.key == nil {
 		return nil
 	}
-	_, err := q.route(m, &h)
+	_, err := q.route(m, h)
 	return err
 }
 
