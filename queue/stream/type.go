@@ -1,8 +1,9 @@
 // Package stream is RabbitMQ's stream queue over AMQP 0-9-1: an
 // append-only log on disk (log.go) that every consumer reads in full from
 // an offset of its choice, acknowledging for credit only. Each stream has
-// one writer goroutine that appends the publishes waiting for it as one
-// batch, syncs once and then confirms them in order (group commit), and a
+// one writer goroutine (writer.go) that appends the publishes waiting for
+// it as one batch, to each partition's log, syncs the logs it wrote and
+// then confirms them in order (group commit), and a
 // reader per consumer, a cursor with a small buffer, so that a stream's
 // memory grows neither with its length nor with a consumer's lag. A
 // stream's definition is a queue record in the broker's store; its log
