@@ -15,7 +15,9 @@ import (
 
 // TestStreamQueuePage: a stream's page shows its partitions and consumer
 // groups as the API has them (the groups once the broker's streams have
-// them). With WARREN_UI_SCREENSHOTS set it writes stream.png there.
+// them), and resets and deletes a group (groupActions). With
+// WARREN_UI_SCREENSHOTS set it writes stream.png and stream-reset.png
+// there.
 func TestStreamQueuePage(t *testing.T) {
 	e := start(t, envOpts{})
 	conn, err := amqp091.Dial(e.amqp)
@@ -137,26 +139,39 @@ func TestStreamQueuePage(t *testing.T) {
 		if !strings.HasPrefix(href, "#/channels/") {
 			t.Errorf("owner link %q, want a channel's page", href)
 		}
-		groupActions(t, e, audit)
 	}
 	e.checkRendered("stream page")
-	if dir := os.Getenv("WARREN_UI_SCREENSHOTS"); dir != "" {
-		ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
-		defer cancel()
-		full, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`Math.ceil(document.documentElement.scrollHeight)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, max(800, full))); err != nil {
-			t.Fatal(err)
-		}
-		b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "stream.png"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	streamShot(t, e)
+	if groups {
+		groupActions(t, e, audit)
+	}
+}
+
+// streamShot writes the whole page as stream.png into
+// $WARREN_UI_SCREENSHOTS, when set.
+func streamShot(t *testing.T, e *env) {
+	dir := os.Getenv("WARREN_UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	full, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`Math.ceil(document.documentElement.scrollHeight)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, max(800, full))); err != nil {
+		t.Fatal(err)
+	}
+	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stream.png"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatal(err)
 	}
 }
 
