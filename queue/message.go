@@ -36,6 +36,18 @@ type Message struct {
 	// TTL is the message's own expiration property, when HasTTL.
 	TTL    time.Duration
 	HasTTL bool
+	// Headers is the encoded headers table of Props (length prefix
+	// included, aliasing Props; nil when it has none) when HeadersIndexed:
+	// the broker indexed a publish's properties once, so a queue type
+	// reading a header need not index them again. Messages built
+	// otherwise leave both unset and a type indexes Props itself.
+	Headers        []byte
+	HeadersIndexed bool
+	// Parsed is a queue type's reading of Props for routing (a
+	// partitioned stream's headers), made by its CheckPublish and reused
+	// by its Publish. Both run on the publishing goroutine before any
+	// queue has the message; nothing else touches it.
+	Parsed any
 	// lost is set when the store failed to write the message: its
 	// publisher was nacked, so no queue may deliver it or count it.
 	lost atomic.Bool

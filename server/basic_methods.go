@@ -207,6 +207,8 @@ func newMessage(p *publishing) *queue.Message {
 		Priority:   p.idx.Priority,
 		TTL:        p.ttl,
 		HasTTL:     p.hasTTL,
+		// The index is of p.props: a queue type reads headers from it.
+		Headers: p.idx.HeadersRaw(p.props), HeadersIndexed: true,
 	}
 }
 

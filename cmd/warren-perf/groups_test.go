@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -41,14 +42,22 @@ func TestGroupFlags(t *testing.T) {
 // group gets every message once.
 func TestStaticGroups(t *testing.T) {
 	url := servertest.Start(t, server.Config{})
-	s := runAgainst(t, url, "--queue-type", "stream", "--queues", "4", "--groups", "3", "--members", "2", "--static-groups",
-		"--size", "100", "--confirm", "50", "--prefetch", "100", "--multi-ack-every", "10", "--count", "2000", "--duration", "10s")
-	if s.Received != 6000 || len(s.Groups) != 3 {
-		t.Fatalf("received %d, groups %+v", s.Received, s.Groups)
-	}
-	for _, g := range s.Groups {
-		if g.Received != 2000 || g.Duplicates != 0 || g.Lost == nil || *g.Lost != 0 || g.OrderViolations != 0 {
-			t.Errorf("group %+v", g)
+	// A lean consumer of several streams subscribes to them all on its
+	// one channel, as the other does.
+	for _, lean := range []bool{false, true} {
+		args := []string{"--queue-type", "stream", "--queues", "4", "--groups", "3", "--members", "2", "--static-groups",
+			"--size", "100", "--confirm", "50", "--prefetch", "100", "--multi-ack-every", "10", "--count", "2000", "--duration", "10s"}
+		if lean {
+			args = append(args, "--lean-consumer")
+		}
+		s := runAgainst(t, url, args...)
+		if s.Received != 6000 || len(s.Groups) != 3 || len(s.Errors) != 0 {
+			t.Fatalf("lean %v: received %d, groups %+v, errors %v", lean, s.Received, s.Groups, s.Errors)
+		}
+		for _, g := range s.Groups {
+			if g.Received != 2000 || g.Duplicates != 0 || g.Lost == nil || *g.Lost != 0 || g.OrderViolations != 0 {
+				t.Errorf("lean %v: group %+v", lean, g)
+			}
 		}
 	}
 }
@@ -60,8 +69,18 @@ func TestStaticGroups(t *testing.T) {
 // is clean.
 func TestGroups(t *testing.T) {
 	url := servertest.Start(t, server.Config{})
-	cfg, err := parseFlags([]string{"--url", url, "--quiet", "--queue-type", "stream", "--partitions", "3", "--partition-keys", "50",
-		"--groups", "2", "--members", "2", "--size", "100", "--confirm", "50", "--prefetch", "100", "--count", "1000", "--duration", "10s"})
+	for _, lean := range []string{"", "--lean-consumer"} {
+		t.Run("lean="+strconv.FormatBool(lean != ""), func(t *testing.T) { testGroups(t, url, lean) })
+	}
+}
+
+func testGroups(t *testing.T, url, lean string) {
+	args := []string{"--url", url, "--quiet", "--queue-type", "stream", "--partitions", "3", "--partition-keys", "50",
+		"--groups", "2", "--members", "2", "--size", "100", "--confirm", "50", "--prefetch", "100", "--count", "1000", "--duration", "10s"}
+	if lean != "" {
+		args = append(args, lean)
+	}
+	cfg, err := parseFlags(args)
 	if err != nil {
 		t.Fatal(err)
 	}

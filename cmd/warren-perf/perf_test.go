@@ -245,4 +245,29 @@ func TestStreams(t *testing.T) {
 			t.Fatalf("%+v", s)
 		}
 	})
+	// The lean consumer (lean.go) checks the same: two readers from
+	// first, and bodies larger than a frame (frame_max 128 KiB).
+	t.Run("lean-replay", func(t *testing.T) {
+		s := runAgainst(t, url, "--lean-consumer", "--queue-type", "stream", "--producers", "2", "--consumers", "2", "--size", "100",
+			"--confirm", "50", "--prefetch", "100", "--multi-ack-every", "20", "--count", "3000", "--duration", "10s",
+			"--consumers-after-publish", "--stream-offset", "first")
+		if s.Confirmed != 6000 || s.Received != 12000 || s.OutOfOrder != 0 || s.StreamOffsetRegressions != 0 ||
+			s.StreamOffsetMissing != 0 || s.ReceiveRate <= 0 || len(s.Errors) != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+	t.Run("lean-large-bodies", func(t *testing.T) {
+		s := runAgainst(t, url, "--lean-consumer", "--queue-type", "stream", "--producers", "1", "--consumers", "1", "--size", "300000",
+			"--confirm", "10", "--prefetch", "20", "--multi-ack-every", "5", "--count", "60", "--duration", "10s")
+		if s.Received != 60 || s.Sent != 60 || s.OutOfOrder != 0 || s.BadBodies != 0 || s.StreamOffsetRegressions != 0 || len(s.Errors) != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+	t.Run("lean-classic-single-acks", func(t *testing.T) {
+		s := runAgainst(t, url, "--lean-consumer", "--producers", "1", "--consumers", "2", "--queues", "2", "--size", "64",
+			"--confirm", "50", "--prefetch", "50", "--count", "2000", "--duration", "10s")
+		if s.Received != s.Sent || s.OutOfOrder != 0 || len(s.Errors) != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
 }

@@ -222,56 +222,14 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 	ready <- struct{}{}
 
 	stream := cfg.QueueType == "stream"
-	var pending int
-	var maxAcked, highest uint64
+	rec := r.newReceiver(cs, id, func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) })
 	handle := func(d amqp.Delivery, q int) {
-		now := time.Now().UnixNano()
-		sentNs, p, seq, err := decodeBody(d.Body)
-		if err != nil {
-			cs.bad++
-		} else {
-			lat := now - sentNs
-			cs.mu.Lock()
-			cs.interval.record(lat)
-			cs.total.record(lat)
-			cs.mu.Unlock()
-			k := trackKey(p, r.trackQueue(id, q))
-			t := cs.trackers[k]
-			if t == nil {
-				t = &seqTracker{}
-				cs.trackers[k] = t
-			}
-			t.add(seq)
-		}
+		m := received{tag: d.DeliveryTag, body: d.Body, q: q}
 		if stream {
-			cs.checkOffset(d, q, cfg.Partitions > 1)
+			m.offset, m.hasOffset = d.Headers["x-stream-offset"].(int64)
+			m.partition, m.hasPartition = intHeader(d.Headers["x-stream-partition"])
 		}
-		if r.received.Add(1) == 1 {
-			r.firstRecv.Store(now)
-		} else {
-			r.firstRecv.CompareAndSwap(0, now)
-		}
-		r.lastRecv.Store(now)
-		if cfg.AutoAck {
-			return
-		}
-		if cfg.MultiAckEvery <= 1 {
-			if err := ch.Ack(d.DeliveryTag, false); err != nil {
-				r.fail("consumer %d: ack: %v", id, err)
-			}
-			return
-		}
-		if d.DeliveryTag > highest {
-			highest = d.DeliveryTag
-		}
-		pending++
-		if pending >= cfg.MultiAckEvery && highest > maxAcked {
-			if err := ch.Ack(highest, true); err != nil {
-				r.fail("consumer %d: ack: %v", id, err)
-			}
-			maxAcked = highest
-			pending = 0
-		}
+		rec.handle(&m)
 	}
 	for {
 		select {
@@ -297,11 +255,7 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 			}
 			return
 		case <-stop:
-			if !cfg.AutoAck && highest > maxAcked {
-				if err := ch.Ack(highest, true); err != nil {
-					r.fail("consumer %d: final ack: %v", id, err)
-				}
-			}
+			rec.finalAck()
 			// A graceful close waits for the broker to flush what it has in
 			// flight first; cut the connection if that takes long.
 			closeWithin(conn, nc, 2*time.Second)
@@ -316,33 +270,120 @@ func (r *runner) consume(cs *consumerState, id int, qs []int, ready chan<- struc
 	}
 }
 
+// received is one delivery as a consumer hands it to its receiver: the
+// body (valid only during handle), the queue it came from and the stream
+// headers.
+type received struct {
+	tag          uint64
+	body         []byte
+	q            int
+	offset       int64 // x-stream-offset, when hasOffset
+	hasOffset    bool
+	partition    int64 // x-stream-partition, when hasPartition
+	hasPartition bool
+}
+
+// receiver records one consumer's deliveries and acks them (every
+// --multi-ack-every with multiple=true). Only the consumer's goroutine
+// uses it.
+type receiver struct {
+	r                 *runner
+	cs                *consumerState
+	id                int
+	ack               func(tag uint64, multiple bool) error
+	stream            bool
+	pending           int
+	maxAcked, highest uint64
+}
+
+func (r *runner) newReceiver(cs *consumerState, id int, ack func(tag uint64, multiple bool) error) *receiver {
+	return &receiver{r: r, cs: cs, id: id, ack: ack, stream: r.cfg.QueueType == "stream"}
+}
+
+func (rc *receiver) handle(m *received) {
+	r, cs, cfg := rc.r, rc.cs, &rc.r.cfg
+	now := time.Now().UnixNano()
+	sentNs, p, seq, err := decodeBody(m.body)
+	if err != nil {
+		cs.bad++
+	} else {
+		lat := now - sentNs
+		cs.mu.Lock()
+		cs.interval.record(lat)
+		cs.total.record(lat)
+		cs.mu.Unlock()
+		k := trackKey(p, r.trackQueue(rc.id, m.q))
+		t := cs.trackers[k]
+		if t == nil {
+			t = &seqTracker{}
+			cs.trackers[k] = t
+		}
+		t.add(seq)
+	}
+	if rc.stream {
+		cs.checkOffset(m, cfg.Partitions > 1)
+	}
+	if r.received.Add(1) == 1 {
+		r.firstRecv.Store(now)
+	} else {
+		r.firstRecv.CompareAndSwap(0, now)
+	}
+	r.lastRecv.Store(now)
+	if cfg.AutoAck {
+		return
+	}
+	if cfg.MultiAckEvery <= 1 {
+		if err := rc.ack(m.tag, false); err != nil {
+			r.fail("consumer %d: ack: %v", rc.id, err)
+		}
+		return
+	}
+	rc.highest = max(rc.highest, m.tag)
+	rc.pending++
+	if rc.pending >= cfg.MultiAckEvery && rc.highest > rc.maxAcked {
+		if err := rc.ack(rc.highest, true); err != nil {
+			r.fail("consumer %d: ack: %v", rc.id, err)
+		}
+		rc.maxAcked = rc.highest
+		rc.pending = 0
+	}
+}
+
+// finalAck acks what is delivered and not yet acked.
+func (rc *receiver) finalAck() {
+	if !rc.r.cfg.AutoAck && rc.highest > rc.maxAcked {
+		if err := rc.ack(rc.highest, true); err != nil {
+			rc.r.fail("consumer %d: final ack: %v", rc.id, err)
+		}
+		rc.maxAcked = rc.highest
+	}
+}
+
 // checkOffset checks a stream delivery's x-stream-offset header: present,
-// and above the previous one from queue q and the same partition (the
+// and above the previous one from the same queue and partition (the
 // x-stream-partition header, which a partitioned stream must send).
-func (cs *consumerState) checkOffset(d amqp.Delivery, q int, partitioned bool) {
-	o, ok := d.Headers["x-stream-offset"].(int64)
-	if !ok {
+func (cs *consumerState) checkOffset(m *received, partitioned bool) {
+	if !m.hasOffset {
 		cs.offsetMissing++
 		return
 	}
 	part := 0
 	if partitioned {
-		p, ok := intHeader(d.Headers["x-stream-partition"])
-		if !ok {
+		if !m.hasPartition {
 			cs.partitionMissing++
 			return
 		}
-		part = int(p)
+		part = int(m.partition)
 	}
 	if cs.lastOffset == nil {
 		cs.lastOffset = map[[2]int]int64{}
 	}
-	k := [2]int{q, part}
-	if last, seen := cs.lastOffset[k]; seen && o <= last {
+	k := [2]int{m.q, part}
+	if last, seen := cs.lastOffset[k]; seen && m.offset <= last {
 		cs.offsetRegressed++
 		return
 	}
-	cs.lastOffset[k] = o
+	cs.lastOffset[k] = m.offset
 }
 
 // intHeader reads an integer header of any width.

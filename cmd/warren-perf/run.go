@@ -64,6 +64,9 @@ type Config struct {
 	Members       int           `json:"members,omitempty"`
 	StaticGroups  bool          `json:"static_groups,omitempty"`
 	ConsumeFor    time.Duration `json:"-"`
+
+	// LeanConsumer: consumers speak AMQP with Warren's codec (lean.go).
+	LeanConsumer bool `json:"lean_consumer,omitempty"`
 }
 
 func (c *Config) validate() error {
@@ -355,7 +358,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 			cwg.Add(1)
 			go func() {
 				defer cwg.Done()
-				r.consume(cs, i, qs, ready, stopConsumers)
+				if cfg.LeanConsumer {
+					r.consumeLean(cs, i, qs, ready, stopConsumers)
+				} else {
+					r.consume(cs, i, qs, ready, stopConsumers)
+				}
 			}()
 		}
 		for i := 0; i < cfg.Consumers; i++ {

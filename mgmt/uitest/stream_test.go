@@ -15,7 +15,9 @@ import (
 
 // TestStreamQueuePage: a stream's page shows its partitions and consumer
 // groups as the API has them (the groups once the broker's streams have
-// them). With WARREN_UI_SCREENSHOTS set it writes stream.png there.
+// them), and resets and deletes a group (groupActions). With
+// WARREN_UI_SCREENSHOTS set it writes stream.png and stream-reset.png
+// there.
 func TestStreamQueuePage(t *testing.T) {
 	e := start(t, envOpts{})
 	conn, err := amqp091.Dial(e.amqp)
@@ -47,7 +49,7 @@ func TestStreamQueuePage(t *testing.T) {
 	}
 	// Two groups where the broker has them: billing's member acks half of
 	// what it gets, audit's two members ack nothing.
-	consume := func(tag, group string, acks int) {
+	consume := func(tag, group string, acks int) *amqp091.Channel {
 		c, err := conn.Channel()
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +59,7 @@ func TestStreamQueuePage(t *testing.T) {
 		}
 		dels, err := c.Consume("events", tag, false, false, false, false, amqp091.Table{"x-stream-group": group, "x-stream-offset": "first"})
 		if err != nil {
-			return
+			return c
 		}
 		go func() {
 			n := 0
@@ -67,10 +69,10 @@ func TestStreamQueuePage(t *testing.T) {
 				}
 			}
 		}()
+		return c
 	}
 	consume("billing-1", "billing", 6)
-	consume("audit-1", "audit", 0)
-	consume("audit-2", "audit", 0)
+	audit := []*amqp091.Channel{consume("audit-1", "audit", 0), consume("audit-2", "audit", 0)}
 	var gs []map[string]any
 	e.getJSON("/api/stream-groups/%2F/events", &gs)
 	groups := len(gs) > 0
@@ -139,22 +141,128 @@ func TestStreamQueuePage(t *testing.T) {
 		}
 	}
 	e.checkRendered("stream page")
+	streamShot(t, e)
+	if groups {
+		groupActions(t, e, audit)
+	}
+}
+
+// streamShot writes the whole page as stream.png into
+// $WARREN_UI_SCREENSHOTS, when set.
+func streamShot(t *testing.T, e *env) {
+	dir := os.Getenv("WARREN_UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	full, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`Math.ceil(document.documentElement.scrollHeight)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, max(800, full))); err != nil {
+		t.Fatal(err)
+	}
+	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stream.png"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// groupActions: a group with members cannot be reset or deleted (its
+// controls are disabled); once its members are gone, a reset to an offset
+// and a delete each ask first, Cancel keeps the group as it was, and
+// confirming does what the API then shows.
+func groupActions(t *testing.T, e *env, members []*amqp091.Channel) {
+	t.Helper()
+	const controls = `['[data-reset="audit"]', '[data-delete-group="audit"]', '[data-reset-to="audit"]'].map(s => document.querySelector(s).disabled)`
+	if got := eval[[]bool](e, "audit's controls", controls); fmt.Sprint(got) != "[true true true]" {
+		t.Errorf("audit has members, yet its controls' disabled are %v", got)
+	}
+	for _, c := range members {
+		c.Close()
+	}
+	type part struct {
+		Partition       int     `json:"partition"`
+		CommittedOffset float64 `json:"committed_offset"`
+	}
+	var g struct {
+		Members    []any  `json:"members"`
+		Partitions []part `json:"partitions"`
+	}
+	waitAPI(t, "audit without members", func() bool {
+		e.getJSON("/api/stream-groups/%2F/events/audit", &g)
+		return len(g.Members) == 0
+	})
+	before := fmt.Sprint(g.Partitions)
+	e.waitJS("audit's controls enabled", `!document.querySelector('[data-reset="audit"]').disabled`)
+
+	// Reset to offset 1: the input appears for an offset; Cancel first.
+	e.choose(`[data-reset-to="audit"]`, "offset")
+	if eval[bool](e, "offset input hidden", `document.querySelector('[data-reset-at="audit"]').hidden`) {
+		t.Error("no offset input for a reset to an offset")
+	}
+	e.fill(`[data-reset-at="audit"]`, "1")
+	e.click(`[data-reset="audit"]`)
+	e.waitJS("reset confirmation", `document.querySelector('dialog.confirm[open]') !== null`)
+	if got := e.text(`dialog.confirm p`); !strings.Contains(got, "group audit") || !strings.Contains(got, "offset 1") {
+		t.Errorf("reset confirmation says %q", got)
+	}
 	if dir := os.Getenv("WARREN_UI_SCREENSHOTS"); dir != "" {
 		ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
-		defer cancel()
-		full, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`Math.ceil(document.documentElement.scrollHeight)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, max(800, full))); err != nil {
-			t.Fatal(err)
-		}
 		b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "stream.png"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "stream-reset.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	e.click(`dialog.confirm button[value=cancel]`)
+	e.waitJS("reset confirmation closed", `document.querySelector('dialog.confirm') === null`)
+	if e.getJSON("/api/stream-groups/%2F/events/audit", &g); fmt.Sprint(g.Partitions) != before {
+		t.Errorf("cancelled reset changed audit: %s, was %s", fmt.Sprint(g.Partitions), before)
+	}
+	e.click(`[data-reset="audit"]`)
+	e.waitJS("reset confirmation", `document.querySelector('dialog.confirm[open]') !== null`)
+	e.click(`dialog.confirm button[value=ok]`)
+	var q struct {
+		Partitions []struct {
+			NextOffset float64 `json:"next_offset"`
+		} `json:"partitions"`
+	}
+	e.getJSON("/api/queues/%2F/events", &q)
+	waitAPI(t, "audit reset to offset 1", func() bool {
+		e.getJSON("/api/stream-groups/%2F/events/audit", &g)
+		for _, p := range g.Partitions {
+			if p.CommittedOffset != min(1, q.Partitions[p.Partition].NextOffset) {
+				return false
+			}
+		}
+		return len(g.Partitions) == len(q.Partitions)
+	})
+
+	// Delete: Cancel keeps it, confirming deletes it and the page drops it.
+	e.click(`[data-delete-group="audit"]`)
+	e.waitJS("delete confirmation", `document.querySelector('dialog.confirm[open]') !== null`)
+	e.click(`dialog.confirm button[value=cancel]`)
+	e.waitJS("delete confirmation closed", `document.querySelector('dialog.confirm') === null`)
+	if code, _ := e.api("guest", "guest", "GET", "/api/stream-groups/%2F/events/audit", nil); code != 200 {
+		t.Fatalf("audit after a cancelled delete: %d", code)
+	}
+	e.click(`[data-delete-group="audit"]`)
+	e.waitJS("delete confirmation", `document.querySelector('dialog.confirm[open]') !== null`)
+	e.click(`dialog.confirm button[value=ok]`)
+	waitAPI(t, "audit deleted", func() bool {
+		code, _ := e.api("guest", "guest", "GET", "/api/stream-groups/%2F/events/audit", nil)
+		return code == 404
+	})
+	e.waitJS("audit gone from the page", `document.querySelector('[data-group="audit"]') === null && document.querySelector('[data-group="billing"]') !== null`)
 }

@@ -95,23 +95,50 @@ type publishHeaders struct {
 	key       any // x-stream-partition-key, nil when absent
 }
 
-// readHeaders reads the stream headers of m's properties, without
-// decoding the rest of its headers table. A filter value that is not a
-// string, or is longer than 255 bytes, is no filter value (RabbitMQ
-// ignores it too).
-func readHeaders(props []byte) publishHeaders {
-	var h publishHeaders
-	idx, err := amqp.IndexProperties(props)
-	if err != nil {
+// noHeaders is the reading of a message without stream headers.
+var noHeaders publishHeaders
+
+// headersOf returns the stream headers of m: the reading CheckPublish
+// kept in m.Parsed, else read now (from the broker's index of the
+// properties, m.Headers, when it has one). keep stores the reading in m
+// for a later Publish; without it, a reading with stream headers is made
+// in into, so that it does not escape.
+func headersOf(m *queue.Message, keep bool, into *publishHeaders) *publishHeaders {
+	if h, ok := m.Parsed.(*publishHeaders); ok {
 		return h
 	}
-	raw := idx.HeadersRaw(props)
-	if raw == nil {
-		return h
+	raw := m.Headers
+	if !m.HeadersIndexed {
+		idx, err := amqp.IndexProperties(m.Props)
+		if err != nil {
+			raw = nil
+		} else {
+			raw = idx.HeadersRaw(m.Props)
+		}
 	}
+	h := &noHeaders
+	if raw != nil {
+		if keep {
+			into = new(publishHeaders)
+		}
+		if readHeaders(raw, into) {
+			h = into
+		}
+	}
+	if keep {
+		m.Parsed = h
+	}
+	return h
+}
+
+// readHeaders reads the stream headers of an encoded headers table into
+// h, without decoding the rest of it, reporting whether it has any. A
+// filter value that is not a string, or is longer than 255 bytes, is no
+// filter value (RabbitMQ ignores it too).
+func readHeaders(raw []byte, h *publishHeaders) bool {
 	var vals [3]any
 	if amqp.TableLookup(raw, streamHeaders, vals[:]) != nil {
-		return h
+		return false
 	}
 	switch v := vals[0].(type) {
 	case string:
@@ -123,5 +150,5 @@ func readHeaders(props []byte) publishHeaders {
 		h.filter, h.hasFilter = "", false
 	}
 	h.partition, h.key = vals[1], vals[2]
-	return h
+	return h.hasFilter || h.partition != nil || h.key != nil
 }

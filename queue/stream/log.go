@@ -192,8 +192,8 @@ type segment struct {
 
 func segName(base uint64, ext string) string { return fmt.Sprintf("%020d%s", base, ext) }
 
-// Log is a stream's segmented log. Append and Sync are for the stream's
-// single writer; readers and lookups may run concurrently with it.
+// Log is a stream's segmented log. Append, Sync and Write are for the
+// stream's single writer; readers and lookups may run concurrently with it.
 type Log struct {
 	dir    string
 	maxSeg atomic.Int64 // the segment size; SetSegmentSize changes it
@@ -213,7 +213,8 @@ type Log struct {
 	f, idx     *os.File
 	lastIdx    int64 // position of the last index entry in the active segment (-1: none)
 	rollSizes  []int64
-	wbuf, widx []byte // Write's buffers, kept between batches
+	wbuf, widx []byte // Append's buffers, kept between batches
+	unsynced   pendingWrite
 }
 
 // OpenLog opens or creates the log in dir; maxSeg is the segment size.
@@ -491,15 +492,25 @@ func (l *Log) Next() uint64 {
 }
 
 // Write appends a batch of records, whose offsets must follow the log's,
-// syncs it and makes it readable. The first is marked as a chunk's start.
-// The records are encoded straight into the log's write buffer (one copy
-// of each message); their slices are not kept.
+// syncs it and makes it readable: Append, then Sync.
 func (l *Log) Write(recs []Record) error {
+	if err := l.Append(recs); err != nil {
+		return err
+	}
+	return l.Sync()
+}
+
+// Append writes a batch of records, whose offsets must follow the log's,
+// to the active segment's file without syncing it: readers see them once
+// Sync returned. The first is marked as a chunk's start. The records are
+// encoded straight into the log's write buffer (one copy of each
+// message); their slices are not kept. A segment that fills up on the
+// way is synced and closed, and its records become readable.
+func (l *Log) Append(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	recs[0].Flags |= flagChunk
-	first := recs[0].Offset
 	buf, idx := l.wbuf[:0], l.widx[:0]
 	defer func() {
 		// Keep the buffers for the next batch unless a burst made them
@@ -512,9 +523,14 @@ func (l *Log) Write(recs []Record) error {
 	}()
 	l.mu.RLock()
 	s := l.segs[len(l.segs)-1]
-	l.mu.RUnlock()
 	size, lastTs := s.size, s.lastTs
-	flush := func() error {
+	l.mu.RUnlock()
+	if l.unsynced.seg == s {
+		size, lastTs = l.unsynced.size, l.unsynced.lastTs
+	} else {
+		l.unsynced = pendingWrite{first: recs[0].Offset}
+	}
+	write := func() error {
 		if len(buf) > 0 {
 			if _, err := l.f.Write(buf); err != nil {
 				return err
@@ -526,7 +542,7 @@ func (l *Log) Write(recs []Record) error {
 			}
 		}
 		buf, idx = buf[:0], idx[:0]
-		return l.f.Sync()
+		return nil
 	}
 	for i := range recs {
 		r := &recs[i]
@@ -534,7 +550,10 @@ func (l *Log) Write(recs []Record) error {
 		if size > segHeader && size+n > l.maxSeg.Load() {
 			// Roll: the full segment is synced and whole before the next
 			// one names its size.
-			if err := flush(); err != nil {
+			if err := write(); err != nil {
+				return err
+			}
+			if err := l.f.Sync(); err != nil {
 				return err
 			}
 			l.mu.Lock()
@@ -564,13 +583,35 @@ func (l *Log) Write(recs []Record) error {
 		size += n
 		lastTs = ts
 	}
-	if err := flush(); err != nil {
+	if err := write(); err != nil {
 		return err
 	}
-	last := recs[len(recs)-1].Offset
+	l.unsynced.seg, l.unsynced.size, l.unsynced.lastTs, l.unsynced.last = s, size, lastTs, recs[len(recs)-1].Offset
+	return nil
+}
+
+// pendingWrite is what Append wrote and Sync has yet to sync: the active
+// segment's size and last timestamp after it, the first and last offsets.
+type pendingWrite struct {
+	seg         *segment // nil: nothing waits
+	size        int64
+	lastTs      int64
+	first, last uint64
+}
+
+// Sync syncs what Append wrote and makes it readable.
+func (l *Log) Sync() error {
+	u := l.unsynced
+	if u.seg == nil {
+		return nil
+	}
+	if err := l.f.Sync(); err != nil {
+		return err
+	}
+	l.unsynced = pendingWrite{}
 	l.mu.Lock()
-	s.size, s.committed, s.lastTs = size, size, lastTs
-	l.committed, l.lastChunk = last+1, first
+	u.seg.size, u.seg.committed, u.seg.lastTs = u.size, u.size, u.lastTs
+	l.committed, l.lastChunk = u.last+1, u.first
 	l.mu.Unlock()
 	return nil
 }

@@ -351,3 +351,64 @@ func TestLogRetainAge(t *testing.T) {
 		t.Fatalf("all old: %d segments left", l.Segments())
 	}
 }
+
+// Append writes without making the records readable; Sync makes them
+// readable. Two appends before a sync (and a roll between them) sync as
+// one, and the log reopens with all of them.
+func TestLogAppendThenSync(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int) []Record {
+		var recs []Record
+		for range n {
+			off, ts := l.reserve(0)
+			recs = append(recs, Record{Offset: off, Timestamp: 1000 + ts, Exchange: "x", RoutingKey: "k",
+				Props: []byte{0, 0}, Body: []byte(fmt.Sprint(off))})
+		}
+		return recs
+	}
+	r, err := l.ReaderAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(batch(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, end, _ := l.Bounds(); end != 0 {
+		t.Fatalf("readable before Sync: end %d", end)
+	}
+	if _, ok, err := r.Next(); ok || err != nil {
+		t.Fatalf("read before Sync: %v %v", ok, err)
+	}
+	if err := l.Append(batch(10)); err != nil { // rolls: 200-byte segments
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, r); fmt.Sprint(got) != fmt.Sprint(seqs(0, 12)) {
+		t.Fatalf("after Sync read %v", got)
+	}
+	if l.Segments() < 2 {
+		t.Fatal("the appends did not roll a segment")
+	}
+	if err := l.Sync(); err != nil { // nothing waits
+		t.Fatal(err)
+	}
+	l.Close()
+	l2, err := OpenLog(dir, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	r2, err := l2.ReaderAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, r2); fmt.Sprint(got) != fmt.Sprint(seqs(0, 12)) {
+		t.Fatalf("after reopen read %v", got)
+	}
+}

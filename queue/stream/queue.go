@@ -12,7 +12,8 @@ import (
 )
 
 // Queue is one stream: one partition (partition.go) or, declared with
-// x-stream-partitions, several, each its own log and writer; the
+// x-stream-partitions, several, each its own log, all written by the
+// stream's writer (writer.go) with one group commit; the
 // consumers' cursors over them; and its consumer groups (groups.go) with
 // their committed offsets (offsets.go).
 type Queue struct {
@@ -21,6 +22,7 @@ type Queue struct {
 	dir   string
 	hooks queue.Hooks
 	parts []*partition
+	w     *writer // writes every partition (writer.go)
 	// router picks a published message's partition; partitioned is set
 	// when the stream was declared with x-stream-partitions, the only
 	// case where the partition headers apply (a plain stream ignores
@@ -29,8 +31,8 @@ type Queue struct {
 	partitioned bool
 	rr          atomic.Uint64 // round robin of unkeyed messages
 	offsets     *offsetStore
-	// The dispatcher goroutine offers what the writers synced to the
-	// consumers, so that a writer confirms and starts its next batch
+	// The dispatcher goroutine offers what the writer synced to the
+	// consumers, so that the writer confirms and starts its next batch
 	// without waiting for deliveries.
 	dwake     chan struct{}
 	dstop     chan struct{}
@@ -185,6 +187,7 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 		}
 		q.parts = append(q.parts, p)
 	}
+	q.w = newWriter(q, s)
 	if q.offsets, err = openOffsets(dir); err != nil {
 		for _, p := range q.parts {
 			p.log.Close()
@@ -194,13 +197,11 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 	q.loadGroups(q.offsets.loaded)
 	q.pass = sync.NewCond(&q.mu)
 	go q.dispatcher()
-	for _, p := range q.parts {
-		p.start()
-	}
+	q.w.start()
 	return q, nil
 }
 
-// dispatcher offers the consumers what the writers synced, until the
+// dispatcher offers the consumers what the writer synced, until the
 // stream stops.
 func (q *Queue) dispatcher() {
 	defer close(q.dstopped)
@@ -236,28 +237,26 @@ func (q *Queue) Quiesce() {
 	}
 }
 
-// stopDispatcher ends the dispatcher, after the writers ended.
+// stopDispatcher ends the dispatcher, after the writer ended.
 func (q *Queue) stopDispatcher() {
 	close(q.dstop)
 	<-q.dstopped
 }
 
 // Settings returns the stream's settings: its arguments and its policy's.
-func (q *Queue) Settings() Settings { return q.parts[0].currentSettings() }
+func (q *Queue) Settings() Settings { return q.w.currentSettings() }
 
 // SetLimits implements queue.LimitSetter: a policy changed. The new
 // settings apply at once: the segment size from the next append, the
-// retention limits are applied by the writers right away (as RabbitMQ's
+// retention limits are applied by the writer right away (as RabbitMQ's
 // update_retention does), then after each roll and, with a max-age, on
-// their tickers.
+// its ticker.
 func (q *Queue) SetLimits(l queue.Limits) {
 	s, err := ParseSettings(q.decl.Args, l)
 	if err != nil {
 		return // the arguments were valid at declaration
 	}
-	for _, p := range q.parts {
-		p.setSettings(s)
-	}
+	q.w.setSettings(s)
 }
 
 // Log returns partition 0's log, for tests and management.
@@ -293,15 +292,15 @@ func (q *Queue) CheckPublish(m *queue.Message) error {
 	if !q.partitioned {
 		return nil
 	}
-	h := readHeaders(m.Props)
+	h := headersOf(m, true, nil)
 	if h.partition == nil && h.key == nil {
 		return nil
 	}
-	_, err := q.route(m, &h)
+	_, err := q.route(m, h)
 	return err
 }
 
-// written runs after a partition's writer synced a batch of n records:
+// written runs after the writer synced a batch of n records:
 // the dispatcher offers them.
 func (q *Queue) written(n int) {
 	q.published.Add(uint64(n))
@@ -312,7 +311,7 @@ func (q *Queue) written(n int) {
 }
 
 // released moves the cursors of partition n whose segment retention
-// dropped to first. Only n's writer calls it.
+// dropped to first. Only the writer calls it.
 func (q *Queue) released(n int, first uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -691,9 +690,7 @@ func (q *Queue) Delete(_, _ bool) (int, []queue.ConsumerRef, error) {
 	q.consumers = nil
 	q.stopGroupsLocked()
 	q.mu.Unlock()
-	for _, p := range q.parts {
-		p.close()
-	}
+	q.w.close()
 	q.stopDispatcher()
 	q.offsets.close()
 	if st := q.typ.cfg.Store; st != nil && q.decl.ID != 0 {
@@ -717,7 +714,7 @@ func (q *Queue) Deleted() bool {
 func (q *Queue) Touch() {}
 
 // Stop implements queue.Stopper: the groups' offsets are committed, the
-// writers end once what waits is synced, and the logs close. The stream
+// writer ends once what waits is synced, and the logs close. The stream
 // keeps its messages.
 func (q *Queue) Stop() {
 	q.mu.Lock()
@@ -730,8 +727,8 @@ func (q *Queue) Stop() {
 	q.mu.Unlock()
 	q.typ.logErr(q.commitOffsets(), "cannot store a consumer group's offsets")
 	q.offsets.close()
+	q.w.close()
 	for _, p := range q.parts {
-		p.close()
 		p.log.Close()
 	}
 	q.stopDispatcher()

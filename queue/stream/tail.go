@@ -1,4 +1,4 @@
-// tail.go: a partition's tail cache: the records its writer synced last,
+// tail.go: a partition's tail cache: the records the writer synced last,
 // kept as the messages they were published as, so that the consumers at
 // the tail (however many: plain consumers, one member per group) share one
 // copy of each instead of each reading, decoding and copying it from the

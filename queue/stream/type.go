@@ -1,8 +1,9 @@
 // Package stream is RabbitMQ's stream queue over AMQP 0-9-1: an
 // append-only log on disk (log.go) that every consumer reads in full from
 // an offset of its choice, acknowledging for credit only. Each stream has
-// one writer goroutine that appends the publishes waiting for it as one
-// batch, syncs once and then confirms them in order (group commit), and a
+// one writer goroutine (writer.go) that appends the publishes waiting for
+// it as one batch, to each partition's log, syncs the logs it wrote and
+// then confirms them in order (group commit), and a
 // reader per consumer, a cursor with a small buffer, so that a stream's
 // memory grows neither with its length nor with a consumer's lag. A
 // stream's definition is a queue record in the broker's store; its log
@@ -267,17 +268,18 @@ func (t *Type) Recovered() {
 // partition its headers or its stream's round robin pick); done runs once
 // every append is synced, with the first error.
 func (t *Type) Publish(m *queue.Message, qs []queue.Queue, ctx any, done func(error)) (routed, dropped bool) {
-	var cb func(error)
-	if done != nil {
+	cb := done
+	if done != nil && len(qs) != 1 {
 		j := newJoin(len(qs)+1, done)
 		cb = j.one
 		defer cb(nil)
 	}
 	now := t.cfg.Now().UnixMilli()
-	h := readHeaders(m.Props)
+	var local publishHeaders
+	h := headersOf(m, false, &local)
 	for _, x := range qs {
 		q := x.(*Queue)
-		n, err := q.route(m, &h)
+		n, err := q.route(m, h)
 		if err != nil {
 			// CheckPublish refused it before; it is never misrouted.
 			t.logErr(err, "stream publish with invalid partition headers dropped")
@@ -343,7 +345,8 @@ func newJoin(n int, done func(error)) *join {
 
 func (j *join) one(err error) {
 	if err != nil {
-		j.first.CompareAndSwap(nil, &err)
+		e := err // only a failure's error goes to the heap
+		j.first.CompareAndSwap(nil, &e)
 	}
 	if j.left.Add(-1) == 0 {
 		if p := j.first.Load(); p != nil {

@@ -1,6 +1,6 @@
 // Queues: the paged list with an add form, and a queue's page.
 
-import { h, appendTo, clear, fmtNum, fmtRate, fmtBytes, rateOf, section, facts, link, args, pill, notify, fmtValue } from '../dom.js';
+import { h, appendTo, clear, fmtNum, fmtRate, fmtBytes, rateOf, section, facts, link, args, pill, notify, fmtValue, confirmAction } from '../dom.js';
 import { listView } from '../table.js';
 import { form, QUEUE_ARGS, parseHeaders } from '../forms.js';
 import { record, renderInto, rangeSelect, rangeTitle, rangeQuery } from '../chart.js';
@@ -63,6 +63,7 @@ export async function queue(ctx) {
   const groupsEl = h('div', { id: 'stream-groups' });
   const streamSections = [section('Partitions', partitionsEl), section('Consumer groups', groupsEl)];
   for (const s of streamSections) s.hidden = true;
+  const groupActions = streamGroupActions(api, vhost, name, () => refresh());
   const getResult = h('div', { class: 'messages', 'aria-live': 'polite' });
 
   const refreshBindings = async () => {
@@ -151,7 +152,7 @@ export async function queue(ctx) {
     if (q.type === 'stream') {
       for (const s of streamSections) s.hidden = false;
       clear(partitionsEl, streamPartitions(q.partitions || []));
-      clear(groupsEl, streamGroups(q.groups || []));
+      clear(groupsEl, streamGroups(q.groups || [], groupActions));
     }
     // The broker's samples (ten minutes of them), or, should it have none,
     // the page's own.
@@ -199,9 +200,9 @@ function streamPartitions(ps) {
 }
 
 // streamGroups is a stream's consumer groups: one row per group and
-// partition (the group's members and total lag on its first row), each
-// partition's owner linked to its channel.
-function streamGroups(gs) {
+// partition (the group's members, total lag and actions on its first row),
+// each partition's owner linked to its channel.
+function streamGroups(gs, actions) {
   if (gs.length === 0) return h('p', { class: 'empty' }, '… no consumer groups …');
   const rows = [];
   for (const g of gs) {
@@ -215,11 +216,82 @@ function streamGroups(gs) {
         i === 0 ? h('b', { 'data-group': g.name }, g.name) : '', i === 0 ? members : '', i === 0 ? fmtNum(g.lag) : '',
         fmtNum(p.partition), p.owner === null ? '—' : cd ? h('a', { href: link('channels', cd.name) }, p.owner) : p.owner,
         p.committed ? fmtNum(p.committed_offset) : h('span', { class: 'hint', title: 'never committed: where the group would start' }, `(${fmtNum(p.committed_offset)})`),
-        fmtNum(p.lag),
+        fmtNum(p.lag), i === 0 ? actions(g) : '',
       ]);
     });
   }
-  return listTable(['Group', 'Members (partitions)', '#Lag', '#Partition', 'Owner', '#Committed offset', '#Partition lag'], rows);
+  actions.forget(gs);
+  return listTable(['Group', 'Members (partitions)', '#Lag', '#Partition', 'Owner', '#Committed offset', '#Partition lag', 'Actions'], rows);
+}
+
+// RESET_TO are the offsets a group's reset offers, as the API takes them.
+// [value, label, what the confirmation calls it]
+const RESET_TO = [
+  ['first', 'Earliest', 'the first retained message'], ['next', 'Latest', 'the end (what is there is skipped)'],
+  ['last', 'Last chunk', 'the last chunk written'], ['offset', 'Offset…'], ['timestamp', 'Timestamp…'],
+];
+
+// streamGroupActions returns, per group, the controls that reset its
+// offsets and delete it (both ask first; the broker does either only while
+// the group has no members, so they are disabled while it has). A group's
+// controls are made once and kept across the page's refreshes, so that
+// what is typed in them stays.
+function streamGroupActions(api, vhost, stream, refresh) {
+  const made = new Map();
+  const make = (group) => {
+    const url = api.path('stream-groups', vhost, stream, group);
+    const to = h('select', { 'aria-label': `Reset ${group} to`, 'data-reset-to': group }, RESET_TO.map(([v, t]) => h('option', { value: v }, t)));
+    const at = h('input', { type: 'text', 'aria-label': `Reset ${group} to offset or time`, 'data-reset-at': group, hidden: true });
+    to.addEventListener('change', () => {
+      at.hidden = to.value !== 'offset' && to.value !== 'timestamp';
+      at.placeholder = to.value === 'offset' ? '0' : new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    });
+    const reset = h('button', { type: 'button', class: 'danger', 'data-reset': group }, 'Reset offsets');
+    reset.addEventListener('click', async () => {
+      let offset = to.value, what = RESET_TO.find(([v]) => v === to.value)[2];
+      if (offset === 'offset') {
+        if (!/^\d+$/.test(at.value.trim())) { notify('An offset is a whole number, 0 or more.', 'error'); at.focus(); return; }
+        offset = Number(at.value.trim());
+        what = `offset ${fmtNum(offset)}`;
+      } else if (offset === 'timestamp') {
+        const t = new Date(at.value.trim());
+        if (!at.value.trim() || isNaN(t)) { notify('A timestamp is a date and time, such as 2026-12-02T10:00:00Z.', 'error'); at.focus(); return; }
+        offset = t.toISOString();
+        what = `the first message at or after ${offset}`;
+      }
+      if (!(await confirmAction(`Reset the committed offsets of group ${group} on stream ${stream} to ${what}? The group resumes there, in every partition.`, 'Reset offsets'))) return;
+      try {
+        await api.post(`${url}/reset`, { offset });
+        notify(`Group ${group} reset.`);
+        refresh();
+      } catch (e) { notify(e.reason, 'error'); }
+    });
+    const del = h('button', { type: 'button', class: 'danger', 'data-delete-group': group }, 'Delete group');
+    del.addEventListener('click', async () => {
+      if (!(await confirmAction(`Delete group ${group} of stream ${stream}? Its committed offsets are forgotten: a group of that name starts again where x-stream-offset says.`, 'Delete group'))) return;
+      try {
+        await api.del(url);
+        notify(`Group ${group} deleted.`);
+        refresh();
+      } catch (e) { notify(e.reason, 'error'); }
+    });
+    const el = h('div', { class: 'buttons group-actions' }, to, at, reset, del);
+    return { el, reset, del, to, at };
+  };
+  const actions = (g) => {
+    let c = made.get(g.name);
+    if (!c) made.set(g.name, c = make(g.name));
+    const busy = g.members.length > 0;
+    const why = busy ? 'Only a group without members can be reset or deleted: stop its consumers first.' : null;
+    for (const x of [c.reset, c.del, c.to, c.at]) { x.disabled = busy; if (why) x.title = why; else x.removeAttribute('title'); }
+    return c.el;
+  };
+  // forget drops the controls of groups that are gone.
+  actions.forget = (gs) => {
+    const names = new Set(gs.map((g) => g.name));
+    for (const n of made.keys()) if (!names.has(n)) made.delete(n);
+  };
+  return actions;
 }
 
 // queueType is the type the queue was declared with, marked when Warren
