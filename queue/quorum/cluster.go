@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 )
 
@@ -45,25 +44,7 @@ func (t *Type) NewMember(d queue.Decl, l queue.Limits, h queue.Hooks, p Placemen
 	if !p.Has(t.cfg.NodeID) {
 		return nil, fmt.Errorf("quorum: node %s is not a member of group %d", t.cfg.NodeID, p.Group)
 	}
-	st, err := t.raftStore()
-	if err != nil {
-		return nil, err
-	}
-	if t.cfg.Store != nil {
-		rec := persist.QueueRecord{VHost: d.VHost, Name: d.Name, Durable: true, Args: persist.EncodeArgs(d.Args)}
-		if err := t.cfg.Store.SaveQueue(&rec); err != nil {
-			return nil, fmt.Errorf("cannot store queue: %w", err)
-		}
-		d.ID = rec.ID
-	}
-	if err := st.DeleteGroup(p.Group); err != nil {
-		return nil, err
-	}
-	q, err := t.open(d, l, h, p.Group, true, &p)
-	if err != nil && t.cfg.Store != nil {
-		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
-	}
-	return q, err
+	return t.create(d, l, h, func(uint64) uint64 { return p.Group }, &p)
 }
 
 // RecoverMember reopens this node's replica of a replicated queue after a

@@ -163,6 +163,22 @@ func (t *Type) New(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, er
 	case d.AutoDelete:
 		return nil, &queue.PropertyError{Property: "auto-delete"}
 	}
+	q, err := t.create(d, l, h, func(id uint64) uint64 {
+		if id == 0 {
+			return 1<<63 | t.anon.Add(1) // not stored: ids of their own
+		}
+		return id
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// create stores a new queue's definition, then opens its group (id:
+// group of the stored id) empty, whatever a crash left under that id. A
+// failed start takes the definition back.
+func (t *Type) create(d queue.Decl, l queue.Limits, h queue.Hooks, group func(storeID uint64) uint64, p *Placement) (*Queue, error) {
 	st, err := t.raftStore()
 	if err != nil {
 		return nil, err
@@ -174,15 +190,11 @@ func (t *Type) New(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, er
 		}
 		d.ID = rec.ID
 	}
-	gid := d.ID
-	if gid == 0 {
-		gid = 1<<63 | t.anon.Add(1) // not stored: ids of their own
-	}
-	// A new queue starts empty, whatever a crash left under its id.
+	gid := group(d.ID)
 	if err := st.DeleteGroup(gid); err != nil {
 		return nil, err
 	}
-	q, err := t.open(d, l, h, gid, true, nil)
+	q, err := t.open(d, l, h, gid, true, p)
 	if err != nil && t.cfg.Store != nil {
 		t.logErr(t.cfg.Store.DeleteQueue(d.VHost, d.Name, d.ID), "durable store write failed")
 	}
