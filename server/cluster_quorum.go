@@ -41,6 +41,10 @@ const defaultQuorumSize = 3
 // that are down (also at every membership change).
 const quorumReconcile = time.Second
 
+// startGrace is how long a node just started takes the members it has
+// not heard from yet for running.
+const startGrace = 15 * time.Second
+
 func quorumGroupName(gid uint64) string { return fmt.Sprintf("q%x", gid) }
 
 // clusterQuorumConfig fills in what the quorum type needs in a cluster.
@@ -97,6 +101,13 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		ch := n.Watch(s.clusterCtx)
 		t := time.NewTicker(quorumReconcile)
 		defer t.Stop()
+		// A node not heard from yet is not down: right after this node
+		// started, the probes have not reached everyone, and a leader that
+		// took them for down would detach live consumers. Down is a node
+		// seen running that stopped answering, or one silent past
+		// startGrace.
+		started := time.Now()
+		seenUp := map[string]bool{}
 		for {
 			select {
 			case _, ok := <-ch:
@@ -108,8 +119,12 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 				return
 			}
 			running := map[string]bool{}
+			grace := time.Since(started) < startGrace
 			for _, m := range n.Members() {
-				running[m.Name] = m.Running
+				if m.Running {
+					seenUp[m.Name] = true
+				}
+				running[m.Name] = m.Running || (grace && !seenUp[m.Name])
 			}
 			for _, q := range s.quorum.Queues() {
 				q.DetachDown(func(node string) bool { return running[node] })
