@@ -130,6 +130,8 @@ func TestReplicated(t *testing.T) {
 	if err := qs["a"].Sync(); err != nil {
 		t.Fatal(err)
 	}
+	// b learns the leader with a's first message to it.
+	waitUntil(t, "b knows a leader", func() bool { return qs["b"].Replica().Leader != "" })
 	if l := qs["b"].Replica().Leader; l != "a" {
 		t.Fatalf("leader %q, want a (the placement's)", l)
 	}
