@@ -89,9 +89,11 @@ func TestQuorumThreeNodes(t *testing.T) {
 			t.Fatalf("holder got %d of 20", len(holding))
 		}
 	}
-	if code, body := c.mgmtCall(n2, "GET", "/api/health/checks/node-is-quorum-critical", ""); code != 200 {
-		t.Fatalf("quorum-critical with three replicas running: %d %s", code, body)
-	}
+	// (n2 counts a replica as running once its probes reached it.)
+	waitFor(t, waitTimeout, "n2 not quorum-critical with three replicas running", func() (bool, string) {
+		code, body := c.mgmtCall(n2, "GET", "/api/health/checks/node-is-quorum-critical", "")
+		return code == 200, fmt.Sprint(code, body)
+	})
 	c.kill(n1)
 	start := time.Now()
 
