@@ -125,6 +125,9 @@ type effects struct {
 	deliver []delivery
 	results []result
 	dead    []dead
+	// detached are the consumers this entry detached (by their own
+	// cancel, a reset or a leader's DetachDown).
+	detached []uint64
 	// expiry is the earliest head expiry after the apply (0 none), for the
 	// leader's timer.
 	expiry int64
@@ -428,6 +431,7 @@ func (s *machine) detach(key uint64, fx *effects) {
 		return
 	}
 	s.consumers = slices.Delete(s.consumers, i, i+1)
+	fx.detached = append(fx.detached, key)
 	for _, m := range s.ownedBy(key) {
 		s.release(m)
 		s.giveBack(m, fx)

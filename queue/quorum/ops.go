@@ -1,6 +1,8 @@
 package quorum
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/warrenmq/warren/queue"
@@ -23,16 +25,10 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	}
 	q.nextKey++
 	key := q.pid + q.nextKey
-	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck}
+	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck, prefetch: int(o.Prefetch), priority: o.Priority, exclusive: o.Exclusive}
 	q.consumers[key] = lc
 	q.mu.Unlock()
-	_, err := q.call(opAttach, func(e *encoder) {
-		e.u64(key)
-		e.str(q.typ.cfg.NodeID)
-		e.u32(uint32(o.Prefetch))
-		e.u32(uint32(int32(o.Priority)))
-		e.u8(b2u(o.Exclusive))
-	})
+	_, err := q.attach(lc)
 	if err != nil {
 		q.mu.Lock()
 		delete(q.consumers, key)
@@ -44,6 +40,61 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	}
 	q.use()
 	return nil
+}
+
+// attach proposes lc's attach and waits for it to be applied.
+func (q *Queue) attach(lc *local) (result, error) {
+	return q.call(opAttach, func(e *encoder) {
+		e.u64(lc.key)
+		e.str(q.typ.cfg.NodeID)
+		e.u32(uint32(lc.prefetch))
+		e.u32(uint32(int32(lc.priority)))
+		e.u8(b2u(lc.exclusive))
+	})
+}
+
+// errDetachedLive is what the log says of a consumer reattach.
+var errDetachedLive = errors.New("the leader detached a live consumer of this node")
+
+// reattach runs when the machine detached a consumer this node still
+// has: a leader took this node for down (its probes were cut off, or it
+// had just started) while the consumer's channel lived on. As
+// rabbit_fifo reinstates the consumers of a node that comes back, the
+// consumer is attached again under a new key (a leader that still holds
+// the node for down detaches only the keys it saw then); what it held was
+// returned by the detach and comes again, redelivered. If the attach is
+// refused (another consumer took the queue exclusively meanwhile) or
+// fails, the consumer is cancelled and its client told (basic.cancel).
+func (q *Queue) reattach(old uint64) {
+	q.mu.Lock()
+	lc := q.consumers[old]
+	if lc == nil || q.deleted || q.stopped {
+		q.mu.Unlock()
+		return
+	}
+	delete(q.consumers, old)
+	q.nextKey++
+	lc.key = q.pid + q.nextKey
+	lc.refusing = false
+	q.consumers[lc.key] = lc
+	q.mu.Unlock()
+	q.typ.logErr(errDetachedLive, fmt.Sprintf("quorum queue %q: consumer %q: attaching it again", q.decl.Name, lc.tag))
+	_, err := q.attach(lc)
+	if err == nil {
+		return
+	}
+	q.mu.Lock()
+	gone := q.consumers[lc.key] != lc
+	delete(q.consumers, lc.key)
+	stopped := q.deleted || q.stopped
+	q.mu.Unlock()
+	if gone || stopped {
+		return
+	}
+	q.typ.logErr(err, fmt.Sprintf("quorum queue %q: consumer %q cannot attach again; cancelling it", q.decl.Name, lc.tag))
+	if q.hooks.Cancel != nil {
+		q.hooks.Cancel(q, queue.ConsumerRef{Tag: lc.tag, Consumer: lc.c})
+	}
 }
 
 // RemoveConsumer implements queue.Queue. A quorum queue is never

@@ -83,6 +83,10 @@ type local struct {
 	c        queue.Consumer
 	noAck    bool
 	refusing bool // it refused; what it is given goes back until a Kick
+
+	prefetch  int // its attach's arguments, for an attach again (reattach)
+	priority  int
+	exclusive bool
 }
 
 // waiter is a proposal's caller.
@@ -649,7 +653,22 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if !replayed {
 		q.armExpiry(fx.expiry)
 	}
+	// A consumer the machine detached that is still here was not
+	// cancelled by this node (RemoveConsumer and Leave drop theirs
+	// first): a leader took this node for down.
+	var live []uint64
+	if !replayed && !q.deleted && !q.stopped {
+		for _, k := range fx.detached {
+			if q.consumers[k] != nil {
+				live = append(live, k)
+			}
+		}
+	}
 	q.mu.Unlock()
+
+	for _, k := range live {
+		go q.reattach(k)
+	}
 
 	for key, ids := range back {
 		q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)

@@ -238,3 +238,60 @@ func TestReplicatedRejectPublish(t *testing.T) {
 		t.Fatal("third publish: no answer")
 	}
 }
+
+// A leader that takes a live node for down detaches its consumer (what it
+// held goes back); the node, which still has the consumer, attaches it
+// again: the consumer gets what it held again, redelivered, and what is
+// published after. Without the reattach the consumer stalls for ever.
+func TestReplicatedDetachedLiveConsumerReattaches(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 9, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "rd", Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	rec := queuetest.NewRecorder(100, false)
+	if err := qs["b"].AddConsumer(queue.ConsumeOptions{Tag: "b1", Consumer: rec, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		publishWait(t, qs["a"], fmt.Sprint("m", i))
+	}
+	waitUntil(t, "5 delivered on b", func() bool { return rec.Len() == 5 })
+	held := rec.Take()
+
+	// a holds b for down: b's consumer is detached, its 5 go back.
+	qs["a"].DetachDown(func(node string) bool { return node != "b" })
+	waitUntil(t, "5 redelivered on b", func() bool { return rec.Len() == 5 })
+	again := rec.Take()
+	for i, e := range again {
+		if !e.Redelivered || string(e.Msg.Body) != string(held[i].Msg.Body) {
+			t.Fatalf("redelivery %d: %q redelivered=%v, want %q redelivered", i, e.Msg.Body, e.Redelivered, held[i].Msg.Body)
+		}
+	}
+	// The leader still holds b for down: a later pass detaches nothing
+	// of the consumer's new attach.
+	qs["a"].DetachDown(func(node string) bool { return node != "b" })
+	publishWait(t, qs["a"], "after")
+	waitUntil(t, "the new one delivered on b", func() bool { return rec.Len() == 1 })
+	if e := rec.Take()[0]; string(e.Msg.Body) != "after" || e.Redelivered {
+		t.Fatalf("after the reattach: %q redelivered=%v", e.Msg.Body, e.Redelivered)
+	}
+	qs["b"].Settle(again, queue.Ack)
+	waitUntil(t, "nothing unacked on a but the last", func() bool {
+		st := qs["a"].Stats()
+		return st.Unacked == 1 && st.Ready == 0
+	})
+	if n := qs["b"].Stats().Consumers; n != 1 {
+		t.Fatalf("b has %d consumers, want 1", n)
+	}
+}
