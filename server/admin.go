@@ -306,7 +306,7 @@ func (s *Server) queueInfo(v *vhost, q queue.Queue, owners map[uint64]string, ex
 	if d.Exclusive {
 		qi.Owner = owners[d.Owner]
 	}
-	s.replicaInfo(q, &qi)
+	s.replicaInfo(v, q, &qi)
 	v.mu.RLock()
 	if p := v.queuePolicy(d.Name); p != nil {
 		qi.Policy, qi.PolicyDefinition = p.Name, p.Definition

@@ -20,9 +20,11 @@ import (
 // delete_member, grow, shrink. The replica set is the metadata record's
 // (opQuorumMembers: every node applies it, a node added opens an empty
 // replica, a node removed drops its replica for a stand-in); the group's
-// voters are changed on its leader afterwards ("quorum.member": raft's
-// AddVoter or RemoveServer), so that a voter added has its replica open,
-// and a node removed forwards to the others before the group lets it go.
+// voters are changed on its leader ("quorum.member": raft's AddVoter or
+// RemoveServer): after the record for an added node, so that a voter
+// added has its replica open; before the record for a removed node (a
+// leader hands its leadership over first), so that the group keeps a
+// leader and a majority while the node's replica stops.
 
 // Membership commands (Name, Inc, Node): the new members are computed in
 // Apply, from the record as every node has it.
@@ -30,6 +32,9 @@ const (
 	opQuorumAdd    = "quorum.add"
 	opQuorumRemove = "quorum.remove"
 )
+
+// errLastMember: a quorum queue keeps at least one member.
+var errLastMember = errors.New("cannot remove the last member of a quorum queue")
 
 // memberChangeTimeout bounds one membership change on the group's leader.
 const memberChangeTimeout = 30 * time.Second
@@ -110,12 +115,24 @@ func (s *Server) DeleteQuorumMember(vhost, name, node string) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.propose(&metaCmd{Op: opQuorumRemove, VHost: vhost, Name: name, Inc: r.inc, Node: node, System: true})
-	if err != nil || res.N == 0 {
-		return err // not a member: nothing to do
+	if !slices.Contains(r.members, node) {
+		return nil
+	}
+	if len(r.members) == 1 {
+		return errLastMember
+	}
+	// The group lets the node go first, so that the others keep a
+	// leader and a majority throughout (a group of two that lost its
+	// leader's replica first could elect no one); the record follows.
+	if _, up := s.running(node); up {
+		s.handOver(r.inc, node)
 	}
 	rest := slices.DeleteFunc(slices.Clone(r.members), func(m string) bool { return m == node })
-	return s.changeVoter(append(rest, node), r.inc, false, node, "")
+	if err := s.changeVoter(append(rest, node), r.inc, false, node, ""); err != nil {
+		return err
+	}
+	_, err = s.propose(&metaCmd{Op: opQuorumRemove, VHost: vhost, Name: name, Inc: r.inc, Node: node, System: true})
+	return err
 }
 
 // GrowQuorum adds a replica on node to every quorum queue whose vhost and
@@ -192,6 +209,9 @@ type memberReq struct {
 	Add   bool   `json:"add"`
 	Node  string `json:"node"`
 	Addr  string `json:"addr,omitempty"`
+	// HandOver: the node is about to be removed; if it leads the
+	// group, it hands the leadership over first (quorum.Type.HandOver).
+	HandOver bool `json:"handover,omitempty"`
 }
 
 // changeVoter makes the group's leader add or remove node as a voter,
@@ -218,12 +238,27 @@ func (s *Server) changeVoter(members []string, inc uint64, add bool, node, addr 
 	}
 }
 
+// handOver asks node to give up the leadership of a queue's group before
+// it is removed from it. Best effort: if it fails, the group elects a
+// leader once the removed one stops (an election timeout later).
+func (s *Server) handOver(inc uint64, node string) {
+	req, _ := json.Marshal(memberReq{Group: quorumGroupBase | inc, Node: node, HandOver: true})
+	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
+	defer cancel()
+	if _, err := s.cluster.Call(ctx, node, "quorum.member", req); err != nil {
+		s.log.Warn().Err(err).Str("node", node).Msg("quorum member to remove did not hand its leadership over")
+	}
+}
+
 // handleMember serves "quorum.member" on a member: the change if it
 // leads the group, else raft.ErrNotLeader.
 func (s *Server) handleMember(_ context.Context, _ string, b []byte) ([]byte, error) {
 	var req memberReq
 	if err := json.Unmarshal(b, &req); err != nil {
 		return nil, err
+	}
+	if req.HandOver {
+		return nil, s.quorum.HandOver(req.Group)
 	}
 	_, err := s.quorum.ChangeMember(req.Group, req.Add, req.Node, raft.ServerAddress(req.Addr))
 	return nil, err
@@ -247,7 +282,7 @@ func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
 		members = append(members, c.Node)
 	case c.Op == opQuorumRemove && has && len(members) == 1:
 		v.mu.Unlock()
-		return 0, errors.New("cannot remove the last member of a quorum queue")
+		return 0, errLastMember
 	case c.Op == opQuorumRemove && has:
 		members = slices.DeleteFunc(members, func(n string) bool { return n == c.Node })
 	default:
@@ -307,6 +342,24 @@ func (m *meta) setMembers(v *vhost, name string, r *replica, members []string) (
 		m.forgetIncarnation(qkey{v.name, name})
 		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Strs("members", r.members).Msg("quorum replica removed here")
 		return cancel, nil, nil
+	case !was && !is:
+		// A stand-in here whose member left forwards to one that stays
+		// (a running one, if this node knows one).
+		rq, ok := q.(*remoteQueue)
+		if !ok || slices.Contains(r.members, rq.home) || len(r.members) == 0 {
+			return nil, nil, nil
+		}
+		home := r.members[0]
+		for _, n := range r.members {
+			if _, up := m.s.running(n); up {
+				home = n
+				break
+			}
+		}
+		nq := newRemoteQueue(v, rq.decl, home)
+		nq.typ = m.s.remote.quorumType
+		v.queues[name] = nq
+		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Str("from", rq.home).Str("to", home).Msg("quorum queue without a replica here: now served through another member")
 	}
 	return nil, nil, nil
 }

@@ -340,10 +340,23 @@ func (h *homeSide) handleOps(_ context.Context, from string, req []byte) ([]byte
 				continue
 			}
 			var qs []queue.Queue
+			notHere := false
 			for _, n := range names {
 				if _, q := s.homeQueue(vh, n); q != nil {
 					qs = append(qs, q)
+				} else if v.lookupQueue(n) != nil {
+					// Not its home (any more): a quorum queue whose
+					// replica left this node, which the sender's
+					// stand-in still takes for a member. A nack, never
+					// a confirm of a message no queue took: the sender
+					// publishes again once it knows a member.
+					notHere = true
 				}
+			}
+			if notHere {
+				statuses[i] = pubNack
+				s.log.Warn().Str("vhost", vh).Strs("queues", names).Str("from", from).Msg("forwarded publish for a queue not served here: nacked")
+				continue
 			}
 			msg := queue.NewStored(ex, rk, props, body, 0)
 			wg.Add(1)

@@ -129,8 +129,43 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 			for _, q := range s.quorum.Queues() {
 				q.DetachDown(func(node string) bool { return running[node] })
 			}
+			up := map[string]bool{}
+			for _, m := range n.Members() {
+				up[m.Name] = m.Running
+			}
+			s.repointStandIns(up)
 		}
 	}()
+}
+
+// repointStandIns gives a quorum queue's stand-in (on a node without a
+// replica) a new member to forward to when its own is down or no longer
+// a member: a running member, in the record's order. The new stand-in
+// takes the old one's place in the vhost (routing finds queues by name);
+// the old one's consumers were cancelled when their home went down, or
+// by the home when its replica left.
+func (s *Server) repointStandIns(up map[string]bool) {
+	for _, v := range s.vhostList() {
+		v.mu.Lock()
+		for name, r := range v.replicas {
+			rq, ok := v.queues[name].(*remoteQueue)
+			if !ok || rq.typ != s.remote.quorumType || rq.ghost || len(r.members) == 0 {
+				continue
+			}
+			if up[rq.home] && slices.Contains(r.members, rq.home) {
+				continue
+			}
+			i := slices.IndexFunc(r.members, func(m string) bool { return up[m] && m != s.meta.self })
+			if i < 0 {
+				continue
+			}
+			nq := newRemoteQueue(v, rq.decl, r.members[i])
+			nq.typ = s.remote.quorumType
+			v.queues[name] = nq
+			s.log.Info().Str("vhost", v.name).Str("queue", name).Str("from", rq.home).Str("to", nq.home).Msg("quorum queue without a replica here: now served through another member")
+		}
+		v.mu.Unlock()
+	}
 }
 
 // quorumPlacement chooses a new quorum queue's members and first leader,
@@ -266,20 +301,37 @@ func awaitQuorum(q queue.Queue) error {
 }
 
 // replicaInfo adds a replicated quorum queue's leader and replicas to qi.
-func (s *Server) replicaInfo(q queue.Queue, qi *QueueInfo) {
-	qq, ok := q.(*quorum.Queue)
-	if !ok || qq.Placement() == nil {
+func (s *Server) replicaInfo(v *vhost, q queue.Queue, qi *QueueInfo) {
+	var members []string
+	switch qq := q.(type) {
+	case *quorum.Queue:
+		if qq.Placement() == nil {
+			return
+		}
+		rs := qq.Replica()
+		qi.Leader, members = rs.Leader, rs.Members
+	case *remoteQueue:
+		// A node without a replica: the members are the record's.
+		if qq.typ != s.remote.quorumType {
+			return
+		}
+		v.mu.RLock()
+		if r := v.replicas[qq.decl.Name]; r != nil {
+			members = slices.Clone(r.members)
+		}
+		v.mu.RUnlock()
+		slices.Sort(members)
+	default:
 		return
 	}
-	rs := qq.Replica()
-	qi.Leader, qi.Members = rs.Leader, rs.Members
+	qi.Members = members
 	running := map[string]bool{}
 	if n := s.cluster; n != nil {
 		for _, m := range n.Members() {
 			running[m.Name] = m.Running
 		}
 	}
-	for _, m := range rs.Members {
+	for _, m := range members {
 		if running[m] {
 			qi.Online = append(qi.Online, m)
 		}

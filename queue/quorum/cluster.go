@@ -54,6 +54,9 @@ func (t *Type) RecoverMember(d queue.Decl, l queue.Limits, h queue.Hooks, p Plac
 	if _, err := t.raftStore(); err != nil {
 		return nil, err
 	}
+	if err := t.awaitLeft(p.Group); err != nil {
+		return nil, err
+	}
 	return t.open(d, l, h, p.Group, false, &p)
 }
 
@@ -189,6 +192,24 @@ func (t *Type) ChangeMember(group uint64, add bool, node string, addr raft.Serve
 	return "", q.r.RemoveServer(raft.ServerID(node), 0, forwardTimeout).Error()
 }
 
+// HandOver gives group's leadership to another voter (raft picks the one
+// most up to date) if this replica leads it, and waits for that: a
+// member about to be removed steps aside first, so that the group has a
+// leader throughout instead of waiting for an election timeout once the
+// removed leader stops. Not leading: nothing to do.
+func (t *Type) HandOver(group uint64) error {
+	t.mu.Lock()
+	q := t.queues[group]
+	t.mu.Unlock()
+	if q == nil {
+		return ErrNoGroup
+	}
+	if q.r.State() != raft.Leader {
+		return nil
+	}
+	return q.r.LeadershipTransfer().Error()
+}
+
 // Leave stops this node's replica of a group it is no longer a member of
 // and deletes its data; its consumers are returned for their channels to
 // be told.
@@ -212,9 +233,23 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 	q.pmu.Lock()
 	q.leaving = true
 	q.pmu.Unlock()
+	left := make(chan struct{})
+	t := q.typ
+	t.mu.Lock()
+	if t.leaving == nil {
+		t.leaving = map[uint64]chan struct{}{}
+	}
+	t.leaving[q.gid] = left
+	t.mu.Unlock()
 	go func() {
+		defer close(left)
 		q.shutdown()
 		q.dropData()
+		t.mu.Lock()
+		if t.leaving[q.gid] == left {
+			delete(t.leaving, q.gid)
+		}
+		t.mu.Unlock()
 	}()
 	return refs
 }

@@ -295,3 +295,74 @@ func TestReplicatedDetachedLiveConsumerReattaches(t *testing.T) {
 		t.Fatalf("b has %d consumers, want 1", n)
 	}
 }
+
+// HandOver on the leader moves the leadership to another member, which
+// goes on confirming; on a follower it does nothing.
+func TestReplicatedHandOver(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 10, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "ho", Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a leads, b knows it", func() bool { return qs["a"].Leads() && qs["b"].Replica().Leader == "a" })
+	if err := r.typ("b").HandOver(p.Group); err != nil {
+		t.Fatalf("HandOver on a follower: %v", err)
+	}
+	if !qs["a"].Leads() {
+		t.Fatal("a follower's HandOver moved the leadership")
+	}
+	if err := r.typ("a").HandOver(p.Group); err != nil {
+		t.Fatalf("HandOver on the leader: %v", err)
+	}
+	if qs["a"].Leads() {
+		t.Fatal("a still leads after its HandOver")
+	}
+	waitUntil(t, "b or c leads", func() bool { return qs["b"].Leads() || qs["c"].Leads() })
+	publishWait(t, qs["a"], "after")
+	waitUntil(t, "on every replica", func() bool {
+		return qs["a"].Stats().Ready == 1 && qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1
+	})
+}
+
+// A replica that leaves and is made a member again at once opens only
+// once the old one has stopped and its data is gone (same group id, same
+// transport name): the new one is not refused, and its data is not
+// deleted under it by the old one's cleanup.
+func TestReplicatedLeaveThenJoin(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 11, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "lj", Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		publishWait(t, qs["a"], fmt.Sprint("m", i))
+	}
+	waitUntil(t, "5 on c", func() bool { return qs["c"].Stats().Ready == 5 })
+	qs["c"].Leave()
+	cq, err := r.typ("c").JoinMember(decl, replLimits, queue.Hooks{}, p)
+	if err != nil {
+		t.Fatalf("join right after leave: %v", err)
+	}
+	waitUntil(t, "the rejoined c has the 5 again", func() bool { return cq.Stats().Ready == 5 })
+	publishWait(t, cq, "after")
+	waitUntil(t, "6 on a", func() bool { return qs["a"].Stats().Ready == 6 })
+	waitUntil(t, "6 on c", func() bool { return cq.Stats().Ready == 6 })
+}

@@ -84,6 +84,29 @@ type Type struct {
 	queues map[uint64]*Queue // open queues by group id
 	known  map[uint64]bool   // groups opened since start
 	closed bool
+	// leaving: replicas stopping after Leave, by group id, each closed
+	// once its data is gone; a replica of the same group waits for it.
+	leaving map[uint64]chan struct{}
+}
+
+// leaveWait bounds how long a new replica waits for an old one of its
+// group to finish leaving.
+const leaveWait = time.Minute
+
+// awaitLeft waits until no replica of group is leaving here.
+func (t *Type) awaitLeft(group uint64) error {
+	t.mu.Lock()
+	ch := t.leaving[group]
+	t.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(leaveWait):
+		return fmt.Errorf("quorum: the replica of group %d that left is still stopping", group)
+	}
 }
 
 // NewType returns the quorum type; its Raft store opens with the first
@@ -142,9 +165,19 @@ func (t *Type) Close() error {
 	for _, q := range t.queues {
 		qs = append(qs, q)
 	}
+	var leaving []chan struct{}
+	for _, ch := range t.leaving {
+		leaving = append(leaving, ch)
+	}
 	t.mu.Unlock()
 	for _, q := range qs {
 		q.Stop()
+	}
+	for _, ch := range leaving {
+		select {
+		case <-ch:
+		case <-time.After(leaveWait):
+		}
 	}
 	if t.store != nil && t.cfg.Raft == nil {
 		return t.store.Close()
@@ -191,6 +224,9 @@ func (t *Type) create(d queue.Decl, l queue.Limits, h queue.Hooks, group func(st
 		d.ID = rec.ID
 	}
 	gid := group(d.ID)
+	if err := t.awaitLeft(gid); err != nil {
+		return nil, err
+	}
 	if err := st.DeleteGroup(gid); err != nil {
 		return nil, err
 	}
