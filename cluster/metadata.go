@@ -174,8 +174,11 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) ([]byte, error) {
 			return nil, ErrClosed
 		}
 		if n.meta.State() == raft.Leader {
-			_, res, err := n.applyLocal(ctx, cmd)
+			idx, res, err := n.applyLocal(ctx, cmd)
 			if !errors.Is(err, ErrNotLeader) {
+				if err == nil {
+					n.awaitEverywhere(ctx, idx)
+				}
 				return res, err
 			}
 		}
@@ -196,11 +199,54 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) ([]byte, error) {
 		if len(b) < 8 {
 			return nil, errors.New("cluster: propose: short answer from the leader")
 		}
-		if err := n.fsm.wait(ctx, binary.BigEndian.Uint64(b[:8])); err != nil {
+		idx := binary.BigEndian.Uint64(b[:8])
+		if err := n.fsm.wait(ctx, idx); err != nil {
 			return nil, fmt.Errorf("cluster: committed, not yet applied here: %w", err)
 		}
+		n.awaitEverywhere(ctx, idx)
 		return b[8:], nil
 	}
+}
+
+// visibleWait bounds how long a change waits for the other running
+// members to apply it.
+const visibleWait = 5 * time.Second
+
+// awaitEverywhere returns once every other running member has applied
+// index (each asked with "cluster.applied", in parallel), or after
+// visibleWait: a change Propose answers is then visible on every running
+// node, as a RabbitMQ definition change is once its transaction has
+// committed on all nodes (a client that declares a queue on one node
+// and publishes to it on another at once finds it there). A member that
+// does not answer in time is not waited for: its probes will soon call
+// it down, and it catches up from the log.
+func (n *Node) awaitEverywhere(ctx context.Context, index uint64) {
+	var wg sync.WaitGroup
+	req := binary.BigEndian.AppendUint64(nil, index)
+	ctx, cancel := context.WithTimeout(ctx, visibleWait)
+	defer cancel()
+	for _, m := range n.Members() {
+		if !m.Running || m.Name == n.cfg.NodeName {
+			continue
+		}
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			n.Call(ctx, name, "cluster.applied", req)
+		}(m.Name)
+	}
+	wg.Wait()
+}
+
+// handleApplied is "cluster.applied": it answers once this node has
+// applied the index asked for (or visibleWait passed).
+func (n *Node) handleApplied(ctx context.Context, _ string, b []byte) ([]byte, error) {
+	if len(b) < 8 {
+		return nil, errors.New("cluster: short cluster.applied")
+	}
+	ctx, cancel := context.WithTimeout(ctx, visibleWait)
+	defer cancel()
+	return nil, n.fsm.wait(ctx, binary.BigEndian.Uint64(b))
 }
 
 // applyLocal applies cmd on this node, the leader: ErrNotLeader if it

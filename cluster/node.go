@@ -371,6 +371,7 @@ func (n *Node) registerHandlers() {
 		return nil, n.removeLocal(ctx, string(b))
 	})
 	n.Handle("cluster.propose", n.handlePropose)
+	n.Handle("cluster.applied", n.handleApplied)
 }
 
 func sortedSeeds(s []string) []string {

@@ -71,8 +71,10 @@ func (s *Server) startCluster() error {
 	select {
 	case <-s.meta.started:
 		s.log.Info().Uint64("applied", n.AppliedIndex()).Msg("cluster metadata applied up to this node's start")
-		// Replicas of quorum queues the log no longer has here go.
+		// Replicas of quorum queues and streams the log no longer has
+		// here go.
 		s.quorum.DropUnknownReplicas()
+		s.streams.Recovered()
 	case <-time.After(startWait):
 		s.log.Warn().Msg("cluster metadata not caught up yet (no quorum?): serving what this node has")
 	}

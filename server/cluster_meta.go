@@ -479,7 +479,11 @@ func (m *meta) newReplica(v *vhost, typ queue.Type, d queue.Decl, l queue.Limits
 		return m.newQuorumReplica(v, d, l, r)
 	}
 	if !m.isSelf(r.home) {
-		return newRemoteQueue(v, d, r.home), nil
+		rq := newRemoteQueue(v, d, r.home)
+		if typ == queue.Type(m.s.streams) {
+			rq.typ = m.s.remote.streamType
+		}
+		return rq, nil
 	}
 	k := qkey{v.name, d.Name}
 	if st, ok := m.stash[k]; ok {

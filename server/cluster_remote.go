@@ -44,6 +44,8 @@ type remoteSide struct {
 	// quorumType is the stand-ins' of quorum queues on a node that holds
 	// no replica: they forward to a member.
 	quorumType *remoteType
+	// streamType is the stand-ins' of streams homed on another node.
+	streamType *remoteType
 	base       uint64 // consumer ids start here: unique across restarts
 	next       atomic.Uint64
 
@@ -60,6 +62,7 @@ func newRemoteSide(s *Server) *remoteSide {
 		consumers: map[uint64]*remoteConsumer{}, links: map[string]*link{}, down: map[string]bool{}}
 	r.typ = &remoteType{r: r}
 	r.quorumType = &remoteType{r: r, quorum: true}
+	r.streamType = &remoteType{r: r, stream: true}
 	return r
 }
 
@@ -107,11 +110,15 @@ func (r *remoteSide) link(node string) *link {
 type remoteType struct {
 	r      *remoteSide
 	quorum bool
+	stream bool
 }
 
 func (t *remoteType) Info() queue.TypeInfo {
 	if t.quorum {
 		return t.r.s.quorum.Info()
+	}
+	if t.stream {
+		return t.r.s.streams.Info()
 	}
 	return t.r.s.classic.Info()
 }

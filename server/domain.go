@@ -221,7 +221,7 @@ func (v *vhost) openQueue(a Actor, decl queue.Decl, r *replica) (queue.Queue, er
 	}
 	var q queue.Queue
 	if r != nil {
-		if t := typ.Info().Name; t != "classic" && (t != "quorum" || len(r.members) == 0) {
+		if t := typ.Info().Name; t != "classic" && t != "stream" && (t != "quorum" || len(r.members) == 0) {
 			return nil, amqp.Errorf(amqp.NotImplemented, 0, 0, "%s queues are not supported in a Warren cluster yet: queue '%s' in vhost '%s'", t, name, v.name)
 		}
 		q, err = v.srv.meta.newReplica(v, typ, decl, limits, r)

@@ -164,7 +164,12 @@ func New(cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
-	s.streams.Recovered()
+	if s.cfg.Cluster.Listen == "" {
+		// In a cluster the streams open at their declarations in the
+		// metadata log, after this: the unknown ones go once it is
+		// caught up (startCluster).
+		s.streams.Recovered()
+	}
 	s.quorum.Recovered()
 	return s, nil
 }

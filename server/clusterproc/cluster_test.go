@@ -1,6 +1,7 @@
 package clusterproc
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -32,11 +33,21 @@ func TestThreeNodes(t *testing.T) {
 			if err := ch.QueueBind("q1", "k1", "x1", false, nil); err != nil {
 				t.Fatal(err)
 			}
+			// At once, as RabbitMQ's: a declare answered is applied on
+			// every running node.
 			for _, nd := range []*node{n2, n3} {
-				waitFor(t, waitTimeout, "q1 visible on "+nd.name, func() (bool, string) {
-					_, err := c.passive(nd, "q1")
-					return err == nil, errString(err)
-				})
+				if _, err := c.passive(nd, "q1"); err != nil {
+					t.Fatalf("q1 right after its declare-ok, on %s: %v", nd.name, err)
+				}
+			}
+			for i := range 10 {
+				name := fmt.Sprint("vis", i)
+				if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.passive(c.nodes[1+i%2], name); err != nil {
+					t.Fatalf("%s right after its declare-ok, on %s: %v", name, c.nodes[1+i%2].name, err)
+				}
 			}
 		}},
 		{"ConflictingRedeclare406", func(t *testing.T) {
@@ -75,6 +86,19 @@ func TestThreeNodes(t *testing.T) {
 				q, err := c.passive(n1, "q1")
 				return err == nil && q.Messages == 0, errString(err)
 			})
+		}},
+		{"StreamAcrossNodes", func(t *testing.T) {
+			// A stream lives on its declaring node; any node serves it.
+			args := amqp091.Table{"x-queue-type": "stream"}
+			if _, err := c.channel(n1).QueueDeclare("s1", true, false, false, false, args); err != nil {
+				t.Fatal(err)
+			}
+			msgs := bodies("s", 20)
+			if acked, _ := publishConfirmed(t, c.channel(n2), "s1", msgs); len(acked) != len(msgs) {
+				t.Fatalf("%d of %d confirmed", len(acked), len(msgs))
+			}
+			readStream(t, c.channel(n3), "s1", msgs)
+			readStream(t, c.channel(n2), "s1", msgs) // every reader reads it all
 		}},
 		{"RequeueOnChannelClose", func(t *testing.T) {
 			msgs := bodies("b", 20)
@@ -225,6 +249,7 @@ func TestThreeNodes(t *testing.T) {
 			if !slices.Equal(keys, bodies("e", 5)) {
 				t.Fatalf("got %v", keys)
 			}
+			readStream(t, c.channel(n3), "s1", bodies("s", 20))
 		}},
 	}
 	for _, s := range steps {
@@ -241,4 +266,33 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// readStream reads stream q from its first offset through ch and checks
+// it holds want, in order, each delivery with its x-stream-offset.
+func readStream(t *testing.T, ch *amqp091.Channel, q string, want []string) {
+	t.Helper()
+	if err := ch.Qos(50, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(q, "readStream", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Cancel("readStream", false)
+	timeout := time.After(waitTimeout)
+	for i := range want {
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				t.Fatalf("consumer closed after %d of %d", i, len(want))
+			}
+			if string(d.Body) != want[i] || d.Headers["x-stream-offset"] != int64(i) {
+				t.Fatalf("delivery %d: %q at offset %v, want %q at %d", i, d.Body, d.Headers["x-stream-offset"], want[i], i)
+			}
+			d.Ack(false)
+		case <-timeout:
+			t.Fatalf("read %d of %d after %v", i, len(want), waitTimeout)
+		}
+	}
 }
