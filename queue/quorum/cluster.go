@@ -113,6 +113,24 @@ func (q *Queue) DetachDown(running func(node string) bool) {
 			delete(q.downKeys, node)
 		}
 	}
+	// A member first seen down: what basic.get checked out there goes
+	// back (consumers' deliveries go back with their detach, below).
+	var gets []string
+	if q.place != nil {
+		for _, node := range q.place.Members {
+			if node == q.typ.cfg.NodeID || running(node) || q.downKeys[node] != nil {
+				continue
+			}
+			seen := map[uint64]bool{}
+			for _, o := range q.m.consumers {
+				if o.node == node {
+					seen[o.key] = true
+				}
+			}
+			q.downKeys[node] = seen
+			gets = append(gets, node)
+		}
+	}
 	for _, c := range q.m.consumers {
 		if c.node == q.typ.cfg.NodeID || running(c.node) {
 			continue
@@ -139,6 +157,9 @@ func (q *Queue) DetachDown(running func(node string) bool) {
 		q.detaching[k] = true
 	}
 	q.mu.Unlock()
+	for _, node := range gets {
+		q.propose(opReturnGets, func(e *encoder) { e.str(node) }, nil)
+	}
 	for _, k := range keys {
 		key := k
 		q.propose(opDetach, func(e *encoder) { e.u64(key) }, &waiter{done: func(error) {

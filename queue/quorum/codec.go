@@ -37,6 +37,13 @@ const (
 	// sent again or late, it never detaches the consumers of the
 	// proposer that is the node's queue now).
 	opResetNode2 = 14
+	// opGet2: no-ack flag, node: a basic.get whose checkout belongs to
+	// the getting node (getOwnerOf), returned when that node resets or is
+	// found down.
+	opGet2 = 15
+	// opReturnGets: node: what basic.get checked out on that node goes
+	// back (the leader found it down).
+	opReturnGets = 16
 )
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"errors"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -76,8 +77,19 @@ type msg struct {
 	own bool
 }
 
-// getOwner owns what basic.get checked out.
+// getOwner owns what basic.get checked out before gets named their node
+// (opGet, in logs and snapshots of before).
 const getOwner = ^uint64(0)
+
+// getOwnerOf owns what basic.get checked out on node (opGet2): a key of
+// its own per node, the same on every replica, in the top half of the
+// key space below getOwner. Consumer keys are a random proposer id plus
+// a count: a clash is as unlikely as two proposers' ids clashing.
+func getOwnerOf(node string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(node))
+	return 1<<63 | h.Sum64()>>2
+}
 
 type consumer struct {
 	key       uint64
@@ -302,8 +314,15 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			c.blocked = false
 		}
 		res(result{})
-	case opGet:
+	case opGet, opGet2:
 		noAck := d.u8() == 1
+		owner := getOwner
+		if op == opGet2 {
+			owner = getOwnerOf(d.str())
+		}
+		if d.err != nil {
+			return
+		}
 		s.expireHeads(fx)
 		m := s.pop()
 		if m == nil {
@@ -314,7 +333,7 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		if noAck {
 			s.forget(m)
 		} else {
-			m.owner = getOwner
+			m.owner = owner
 			s.out[m.id] = m
 		}
 		res(result{entry: &e, m: m, n: s.readyN})
@@ -354,11 +373,17 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		for _, k := range keys {
 			s.detach(k, fx)
 		}
-		// What basic.get handed out on a node that restarted comes back too.
-		for _, m := range s.ownedBy(getOwner) {
-			s.release(m)
-			s.giveBack(m, fx)
+		// What basic.get handed out on a node that restarted comes back
+		// too (of before opGet2, whatever node it was).
+		s.returnGets(getOwner, fx)
+		s.returnGets(getOwnerOf(node), fx)
+		res(result{})
+	case opReturnGets:
+		node := d.str()
+		if d.err != nil {
+			return
 		}
+		s.returnGets(getOwnerOf(node), fx)
 		res(result{})
 	default:
 		d.err = errUnknown
@@ -433,6 +458,14 @@ func (s *machine) detach(key uint64, fx *effects) {
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	fx.detached = append(fx.detached, key)
 	for _, m := range s.ownedBy(key) {
+		s.release(m)
+		s.giveBack(m, fx)
+	}
+}
+
+// returnGets gives back what owner (a getOwner key) has checked out.
+func (s *machine) returnGets(owner uint64, fx *effects) {
+	for _, m := range s.ownedBy(owner) {
 		s.release(m)
 		s.giveBack(m, fx)
 	}

@@ -164,7 +164,7 @@ func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
 // Get implements queue.Getter: a checkout through the log.
 func (q *Queue) Get(noAck bool) (queue.Entry, int, bool) {
 	q.use()
-	r, err := q.call(opGet, func(e *encoder) { e.u8(b2u(noAck)) })
+	r, err := q.call(opGet2, func(e *encoder) { e.u8(b2u(noAck)); e.str(q.typ.cfg.NodeID) })
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err != nil || r.entry == nil {

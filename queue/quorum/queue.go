@@ -807,6 +807,11 @@ func skip(op uint8, d *decoder) {
 		d.ids()
 	case opGet:
 		d.u8()
+	case opGet2:
+		d.u8()
+		d.str()
+	case opReturnGets:
+		d.str()
 	case opConfig:
 		d.i64()
 		d.i64()

@@ -366,3 +366,53 @@ func TestReplicatedLeaveThenJoin(t *testing.T) {
 	waitUntil(t, "6 on a", func() bool { return qs["a"].Stats().Ready == 6 })
 	waitUntil(t, "6 on c", func() bool { return cq.Stats().Ready == 6 })
 }
+
+// What basic.get checked out on a node is returned when the leader finds
+// that node down, and only then: another node's restart leaves it be.
+func TestReplicatedGetReturnedWithItsNode(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 12, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "gr", Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	publishWait(t, qs["a"], "g")
+	waitUntil(t, "on b", func() bool { return qs["b"].Stats().Ready == 1 })
+	if e, _, ok := qs["b"].Get(false); !ok || string(e.Msg.Body) != "g" {
+		t.Fatalf("get on b: %v %v", ok, e.Msg)
+	}
+	waitUntil(t, "unacked on a", func() bool { st := qs["a"].Stats(); return st.Unacked == 1 && st.Ready == 0 })
+
+	// c restarts: its reset returns its own gets, not b's.
+	r.stop("c")
+	r.start("c")
+	cq, err := r.typ("c").RecoverMember(decl, replLimits, queue.Hooks{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	publishWait(t, cq, "after-c") // c's reset is applied before this
+	waitUntil(t, "after-c on a", func() bool { return qs["a"].Stats().Ready == 1 })
+	if st := qs["a"].Stats(); st.Unacked != 1 {
+		t.Fatalf("after c's restart: %d unacked on a, want b's get still out", st.Unacked)
+	}
+
+	// b found down: its get comes back, redelivered.
+	qs["a"].DetachDown(func(node string) bool { return node != "b" })
+	waitUntil(t, "b's get back on a", func() bool { st := qs["a"].Stats(); return st.Unacked == 0 && st.Ready == 2 })
+	e, _, ok := qs["a"].Get(true)
+	if !ok || string(e.Msg.Body) != "g" || !e.Redelivered {
+		t.Fatalf("after b was found down: %v %q redelivered=%v, want g redelivered", ok, e.Msg.Body, e.Redelivered)
+	}
+}
