@@ -285,6 +285,18 @@ func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
 		return 0, errLastMember
 	case c.Op == opQuorumRemove && has:
 		members = slices.DeleteFunc(members, func(n string) bool { return n == c.Node })
+	case c.Op == opQuorumAdd && c.Node == m.self:
+		// A member already: its replica here failed to open and a
+		// stand-in serves the queue (retryReplicas asks again).
+		if rq, ok := v.queues[c.Name].(*remoteQueue); ok {
+			if _, err := m.openJoined(v, c.Name, r); err == nil {
+				v.mu.Unlock()
+				rq.dropAll()
+				return 1, nil
+			}
+		}
+		v.mu.Unlock()
+		return 0, nil
 	default:
 		v.mu.Unlock()
 		return 0, nil
@@ -302,6 +314,28 @@ func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
 	return 1, err
 }
 
+// openJoined opens this node's empty replica of a running group in place
+// of the queue's stand-in. v.mu is held.
+func (m *meta) openJoined(v *vhost, name string, r *replica) (queue.Queue, error) {
+	q := v.queues[name]
+	limits, err := v.effectiveLimits(name, q.Decl().Args)
+	if err != nil {
+		limits, _ = queue.ParseArgs(nil)
+	}
+	d := *q.Decl()
+	d.ID = 0
+	nq, err := m.s.quorum.JoinMember(d, limits, v.hooks, r.placementOf())
+	if err != nil {
+		m.s.log.Warn().Err(err).Str("queue", name).Msg("opening a new quorum replica failed")
+		return nil, err
+	}
+	v.queues[name] = nq
+	m.incs[qkey{v.name, name}] = r.inc
+	m.saveIncarnations()
+	m.s.log.Info().Str("vhost", v.name).Str("queue", name).Strs("members", r.members).Msg("quorum replica added here")
+	return nq, nil
+}
+
 // setMembers gives the quorum queue name (record r) its members: a node
 // added opens its empty replica in place of its stand-in, a node removed
 // drops its replica for a stand-in. It returns the consumers to cancel,
@@ -314,22 +348,10 @@ func (m *meta) setMembers(v *vhost, name string, r *replica, members []string) (
 	is := slices.Contains(r.members, m.self)
 	switch {
 	case !was && is:
-		limits, err := v.effectiveLimits(name, q.Decl().Args)
-		if err != nil {
-			limits, _ = queue.ParseArgs(nil)
-		}
-		d := *q.Decl()
-		d.ID = 0
-		nq, err := m.s.quorum.JoinMember(d, limits, v.hooks, r.placementOf())
-		if err != nil {
-			m.s.log.Warn().Err(err).Str("queue", name).Msg("opening a new quorum replica failed")
+		rq, _ := q.(*remoteQueue)
+		if _, err := m.openJoined(v, name, r); err != nil {
 			return nil, nil, err
 		}
-		rq, _ := q.(*remoteQueue)
-		v.queues[name] = nq
-		m.incs[qkey{v.name, name}] = r.inc
-		m.saveIncarnations()
-		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Strs("members", r.members).Msg("quorum replica added here")
 		return nil, rq, nil
 	case was && !is:
 		var cancel []queue.ConsumerRef

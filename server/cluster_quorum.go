@@ -108,6 +108,7 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		// startGrace.
 		started := time.Now()
 		seenUp := map[string]bool{}
+		tried := map[qkey]time.Time{}
 		for {
 			select {
 			case _, ok := <-ch:
@@ -134,6 +135,7 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 				up[m.Name] = m.Running
 			}
 			s.repointStandIns(up)
+			s.retryReplicas(tried)
 		}
 	}()
 }
@@ -165,6 +167,55 @@ func (s *Server) repointStandIns(up map[string]bool) {
 			s.log.Info().Str("vhost", v.name).Str("queue", name).Str("from", rq.home).Str("to", nq.home).Msg("quorum queue without a replica here: now served through another member")
 		}
 		v.mu.Unlock()
+	}
+}
+
+// failedReplica is the stand-in of a member whose replica did not open:
+// it forwards to another member until retryReplicas opens the replica.
+func (m *meta) failedReplica(v *vhost, d queue.Decl, r *replica) *remoteQueue {
+	home := ""
+	for _, n := range r.members {
+		if n != m.self {
+			home = n
+			break
+		}
+	}
+	rq := newRemoteQueue(v, d, home)
+	rq.typ = m.s.remote.quorumType
+	return rq
+}
+
+// retryReplicas asks again for the replicas of this node that failed to
+// open (a stand-in where the record names this node a member): an add of
+// this node, which it applies by opening the replica as a member its
+// group's leader already has (it catches up). At most once a minute
+// per queue (tried: when).
+func (s *Server) retryReplicas(tried map[qkey]time.Time) {
+	type ask struct {
+		vhost, name string
+		inc         uint64
+	}
+	var asks []ask
+	for _, v := range s.vhostList() {
+		v.mu.RLock()
+		for name, r := range v.replicas {
+			rq, ok := v.queues[name].(*remoteQueue)
+			if !ok || rq.typ != s.remote.quorumType || !slices.Contains(r.members, s.meta.self) {
+				continue
+			}
+			k := qkey{v.name, name}
+			if time.Since(tried[k]) < time.Minute {
+				continue
+			}
+			tried[k] = time.Now()
+			asks = append(asks, ask{v.name, name, r.inc})
+		}
+		v.mu.RUnlock()
+	}
+	for _, a := range asks {
+		if _, err := s.propose(&metaCmd{Op: opQuorumAdd, VHost: a.vhost, Name: a.name, Inc: a.inc, Node: s.meta.self, System: true}); err != nil {
+			s.log.Warn().Err(err).Str("vhost", a.vhost).Str("queue", a.name).Msg("asking to open this node's quorum replica again failed")
+		}
 	}
 }
 
@@ -278,12 +329,17 @@ func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *repli
 		}
 	}
 	q, err := m.s.quorum.NewMember(d, l, v.hooks, p)
-	if err == nil {
-		m.incs[k] = r.inc
-		m.saveIncarnations()
-		m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Str("leader", r.lead).Msg("quorum replica created")
+	if err != nil {
+		// The other members have theirs: this node serves the queue
+		// through them, and the reconcile loop opens its replica again
+		// (retryReplicas).
+		m.s.log.Error().Err(err).Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Msg("quorum replica not opened here: served through the other members until it is")
+		return m.failedReplica(v, d, r), nil
 	}
-	return q, err
+	m.incs[k] = r.inc
+	m.saveIncarnations()
+	m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Str("leader", r.lead).Msg("quorum replica created")
+	return q, nil
 }
 
 // awaitQuorum waits, on the declaring node, until a new quorum queue's
