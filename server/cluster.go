@@ -126,7 +126,11 @@ func (s *Server) watchMembers(n *cluster.Node) {
 				go func() {
 					defer s.clusterWG.Done()
 					s.awaitReady(n, name)
-					upc <- name
+					select {
+					case upc <- name:
+					case <-s.clusterCtx.Done():
+						// watchMembers is gone: nobody reads upc.
+					}
 				}()
 			}
 		}
