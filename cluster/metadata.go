@@ -176,7 +176,7 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) ([]byte, error) {
 		if n.meta.State() == raft.Leader {
 			idx, res, err := n.applyLocal(ctx, cmd)
 			if !errors.Is(err, ErrNotLeader) {
-				if err == nil {
+				if err == nil && n.opts.ApplyEverywhere {
 					n.awaitEverywhere(ctx, idx)
 				}
 				return res, err
@@ -203,7 +203,9 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) ([]byte, error) {
 		if err := n.fsm.wait(ctx, idx); err != nil {
 			return nil, fmt.Errorf("cluster: committed, not yet applied here: %w", err)
 		}
-		n.awaitEverywhere(ctx, idx)
+		if n.opts.ApplyEverywhere {
+			n.awaitEverywhere(ctx, idx)
+		}
 		return b[8:], nil
 	}
 }
@@ -212,9 +214,9 @@ func (n *Node) Propose(ctx context.Context, cmd []byte) ([]byte, error) {
 // members to apply it.
 const visibleWait = 5 * time.Second
 
-// awaitEverywhere returns once every other running member has applied
-// index (each asked with "cluster.applied", in parallel), or after
-// visibleWait: a change Propose answers is then visible on every running
+// awaitEverywhere returns once every other member has applied index
+// (each asked with "cluster.applied", in parallel), or after visibleWait
+// (a second for one not heard from lately): a change Propose answers is then visible on every running
 // node, as a RabbitMQ definition change is once its transaction has
 // committed on all nodes (a client that declares a queue on one node
 // and publishes to it on another at once finds it there). A member that
@@ -226,14 +228,34 @@ func (n *Node) awaitEverywhere(ctx context.Context, index uint64) {
 	ctx, cancel := context.WithTimeout(ctx, visibleWait)
 	defer cancel()
 	for _, m := range n.Members() {
-		if !m.Running || m.Name == n.cfg.NodeName {
+		if m.Name == n.cfg.NodeName {
 			continue
 		}
+		// A member not heard from lately (just started, or down) is
+		// asked too, but waited for only briefly: a dead one fails at
+		// once or times out.
+		wait := visibleWait
+		if !m.Running {
+			wait = time.Second
+		}
 		wg.Add(1)
-		go func(name string) {
+		go func(name string, wait time.Duration) {
 			defer wg.Done()
-			n.Call(ctx, name, "cluster.applied", req)
-		}(m.Name)
+			ctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			// Asked again if the call fails (the peer's listener not
+			// accepting yet), until the wait is over.
+			for {
+				if _, err := n.Call(ctx, name, "cluster.applied", req); err == nil {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}(m.Name, wait)
 	}
 	wg.Wait()
 }

@@ -48,6 +48,10 @@ type Options struct {
 	// and before the metadata group starts (whose replay may need the
 	// node: the broker opens quorum queues' groups on it).
 	Started func(*Node)
+	// ApplyEverywhere: Propose returns once every other member has
+	// applied the command too (at most 5 s; a second for one not heard
+	// from lately), not only a majority and this node.
+	ApplyEverywhere bool
 }
 
 // Node is this process's member of a cluster: its listener, the RPC

@@ -43,6 +43,9 @@ func (s *Server) startCluster() error {
 		Metadata: s.meta,
 		Storage:  s.raftStorage(),
 		Started:  func(n *cluster.Node) { s.cluster = n },
+		// A definition change is answered once every node applied it,
+		// as RabbitMQ's (declare on one node, use on another at once).
+		ApplyEverywhere: true,
 	})
 	var ce *cluster.ConfigError
 	if errors.As(err, &ce) {
