@@ -207,10 +207,16 @@ func (r *jrun) finish() jepsen.Result {
 	r.conWG.Wait()
 	res := jepsen.Check(r.h.Snapshot())
 	r.t.Logf("history: %s", res)
-	if !res.OK() {
+	if !res.OK() || res.DuplicatesFlagless > 0 || res.SameCount > 0 {
+		// What the clients saw, to read the deliveries against.
 		for _, e := range r.h.Events() {
 			r.t.Logf("  %s %s", e.At.Format("15:04:05.000"), e.What)
 		}
+	}
+	if res.DuplicatesFlagless > 0 || res.SameCount > 0 {
+		r.t.Logf("ids delivered more than once:\n%s", res.DupReport(25))
+	}
+	if !res.OK() {
 		r.t.Errorf("the history fails the check: %d confirmed messages lost, %d unexpected", len(res.Lost), len(res.Unexpected))
 	}
 	if res.Confirmed == 0 {
