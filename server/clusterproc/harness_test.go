@@ -47,6 +47,7 @@ func runNode(dir string) {
 	if err != nil {
 		os.Exit(3)
 	}
+	zerolog.TimeFieldFormat = "15:04:05.000" // to read against the test's log
 	log := zerolog.New(f).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 	cc := cluster.Config{
 		NodeName: os.Getenv("WARREN_NODE_NAME"),
@@ -107,6 +108,29 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// handedOut are the addresses uniqueAddr gave, in this process: the
+// clusters of tests that run in parallel get ports of their own.
+var handedOut struct {
+	sync.Mutex
+	addrs map[string]bool
+}
+
+// uniqueAddr is a free port on 127.0.0.1 that no cluster of this process
+// was given before (the OS may hand a closed port out again).
+func uniqueAddr(t *testing.T) string {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.addrs == nil {
+		handedOut.addrs = map[string]bool{}
+	}
+	for {
+		if a := freeAddr(t); !handedOut.addrs[a] {
+			handedOut.addrs[a] = true
+			return a
+		}
+	}
+}
+
 // newCluster starts n nodes on 127.0.0.1 with the same seeds, at once.
 func newCluster(t *testing.T, n int) *procCluster { return startCluster(t, n, nil) }
 
@@ -124,15 +148,6 @@ func newNetnsCluster(t *testing.T, n int) *procCluster {
 func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
 	c := &procCluster{t: t, net: nn}
 	var seeds []string
-	used := map[string]bool{}
-	unique := func() string { // a port the OS hands out twice is taken once
-		for {
-			if a := freeAddr(t); !used[a] {
-				used[a] = true
-				return a
-			}
-		}
-	}
 	for i := range n {
 		nd := &node{i: i, name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
 		if nn != nil {
@@ -140,7 +155,7 @@ func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
 			ip := nn.Addr(i)
 			nd.addr, nd.clusterAddr, nd.mgmtAddr = ip+":5672", ip+":25672", ip+":15672"
 		} else {
-			nd.addr, nd.clusterAddr, nd.mgmtAddr = unique(), unique(), unique()
+			nd.addr, nd.clusterAddr, nd.mgmtAddr = uniqueAddr(t), uniqueAddr(t), uniqueAddr(t)
 		}
 		c.nodes = append(c.nodes, nd)
 		seeds = append(seeds, nd.clusterAddr)
