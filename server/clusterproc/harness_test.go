@@ -18,6 +18,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/amqpopen"
 	"github.com/warrenmq/warren/internal/jepsen"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
@@ -236,6 +237,12 @@ func (c *procCluster) connect(nd *node) (*amqp091.Connection, error) {
 	return amqp091.DialConfig(c.url(nd), c.amqpConfig(nd))
 }
 
+// open dials nd and opens a channel, without failing the test; closing
+// the connection closes the channel.
+func (c *procCluster) open(nd *node) (*amqp091.Connection, *amqp091.Channel, error) {
+	return amqpopen.Channel(func() (*amqp091.Connection, error) { return c.connect(nd) })
+}
+
 // waitReady waits until the node answers AMQP (its Listen returns once
 // it has applied the metadata log up to its start).
 func (c *procCluster) waitReady(nd *node) {
@@ -300,15 +307,11 @@ func (c *procCluster) channel(nd *node) *amqp091.Channel {
 
 // passive declares name passively on nd on a channel of its own.
 func (c *procCluster) passive(nd *node, name string) (amqp091.Queue, error) {
-	conn, err := c.connect(nd)
+	conn, ch, err := c.open(nd)
 	if err != nil {
 		return amqp091.Queue{}, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return amqp091.Queue{}, err
-	}
 	return ch.QueueDeclarePassive(name, true, false, false, false, nil)
 }
 

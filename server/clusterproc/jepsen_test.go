@@ -444,23 +444,28 @@ func TestJepsen(t *testing.T) {
 }
 
 // killQueueNode: kill -9 the node of the queues (a classic queue's home,
-// a quorum queue's leader) during confirmed publishing, with publishers
-// and consumers on every node; restart it from its data.
+// a quorum queue's leader); another replica leads the quorum queue.
 func killQueueNode(t *testing.T, c *procCluster, kinds []queueKind, sc scale) {
-	n1 := c.nodes[0]
-	r := newRun(t, c, kinds, sc, n1)
+	killNode(t, c, kinds, sc, c.nodes[0], "the queues' node", (*jrun).progressReplicated)
+}
+
+// killNode: kill -9 victim during confirmed publishing, with publishers
+// and consumers on every node, wait until the queues that must serve
+// without it do (serving), restart it from its data.
+func killNode(t *testing.T, c *procCluster, kinds []queueKind, sc scale, victim *node, what string, serving func(*jrun, int)) {
+	r := newRun(t, c, kinds, sc, c.nodes[0])
 	r.consume(c.nodes...)
 	r.publish(c.nodes...)
 	r.progress(50)
 	for round := range sc.rounds {
 		time.Sleep(sc.phase)
-		r.fault("round %d: kill -9 %s (the queues' node)", round, n1.name)
-		c.kill(n1)
-		r.progressReplicated(50) // another replica leads
-		r.fault("round %d: the replicated queues confirm again without %s", round, n1.name)
+		r.fault("round %d: kill -9 %s (%s)", round, victim.name, what)
+		c.kill(victim)
+		serving(r, 50)
+		r.fault("round %d: confirms again without %s", round, victim.name)
 		sleepFault(sc.down)
-		c.restart(n1)
-		r.fault("round %d: %s restarted", round, n1.name)
+		c.restart(victim)
+		r.fault("round %d: %s restarted", round, victim.name)
 		r.progress(50)
 	}
 	r.finish()
@@ -501,23 +506,9 @@ func killConsumerNode(t *testing.T, c *procCluster, kinds []queueKind, sc scale)
 }
 
 // killFollower: kill -9 a node that is not the queues' (a quorum queue's
-// follower), with clients on every node.
+// follower): every queue serves without it.
 func killFollower(t *testing.T, c *procCluster, kinds []queueKind, sc scale) {
-	n1, n2 := c.nodes[0], c.nodes[1]
-	r := newRun(t, c, kinds, sc, n1)
-	r.consume(c.nodes...)
-	r.publish(c.nodes...)
-	r.progress(50)
-	for round := range sc.rounds {
-		time.Sleep(sc.phase)
-		r.fault("round %d: kill -9 %s (a follower)", round, n2.name)
-		c.kill(n2)
-		r.progress(50) // the others go on
-		sleepFault(sc.down)
-		c.restart(n2)
-		r.fault("round %d: %s restarted", round, n2.name)
-	}
-	r.finish()
+	killNode(t, c, kinds, sc, c.nodes[1], "a follower", (*jrun).progress)
 }
 
 // killMetaLeaderDuringDeclares: kill -9 the metadata leader while every
@@ -620,15 +611,11 @@ func wipeAndRejoin(t *testing.T, c *procCluster, kinds []queueKind, sc scale) {
 			})
 		}
 		waitFor(t, waitTimeout, "the exchange on the rejoined "+n3.name, func() (bool, string) {
-			conn, err := c.connect(n3)
+			conn, ch, err := c.open(n3)
 			if err != nil {
 				return false, err.Error()
 			}
 			defer conn.Close()
-			ch, err := conn.Channel()
-			if err != nil {
-				return false, err.Error()
-			}
 			err = ch.ExchangeDeclarePassive("jepsen-x", "fanout", true, false, false, false, nil)
 			return err == nil, errString(err)
 		})
