@@ -316,6 +316,15 @@ func (r *jrun) check(q *jqueue) jepsen.Result {
 	if res.Confirmed == 0 {
 		r.t.Errorf("nothing was confirmed in %s: the test proved nothing", q.name)
 	}
+	if q.kind.replicated() && (res.FlaglessAgain > 0 || res.SameCount > 0) {
+		// Every way a quorum queue hands a message out again (return,
+		// detach, a node's reset) raises its x-delivery-count; a checkout
+		// that never reached the channel goes back unraised, and is not
+		// delivered. A second flagless delivery, or a count seen twice, is
+		// a message delivered twice as new, or enqueued twice.
+		r.t.Errorf("%s: %d deliveries flagless after a flagless one, %d with an x-delivery-count seen before (see the ids above)",
+			q.name, res.FlaglessAgain, res.SameCount)
+	}
 	return res
 }
 
