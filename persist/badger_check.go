@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	cryptorand "crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -500,11 +501,8 @@ func dataEnd(f *os.File) (int64, error) {
 	var end int64
 	for p := int64(0); p < st.Size(); {
 		n, err := f.ReadAt(buf[:min(int64(len(buf)), st.Size()-p)], p)
-		for i := n - 1; i >= 0; i-- {
-			if buf[i] != 0 {
-				end = p + int64(i) + 1
-				break
-			}
+		if i := lastNonZero(buf[:n]); i >= 0 {
+			end = p + int64(i) + 1
 		}
 		p += int64(n)
 		if err == io.EOF || n == 0 {
@@ -515,6 +513,27 @@ func dataEnd(f *os.File) (int64, error) {
 		}
 	}
 	return end, nil
+}
+
+// zeroPage is a page of zeros, for lastNonZero.
+var zeroPage [4096]byte
+
+// lastNonZero is the index of b's last byte that is not zero, -1 none.
+// A page of zeros is passed over whole (bytes.Equal: no loop per byte,
+// which matters under the race detector).
+func lastNonZero(b []byte) int {
+	for len(b) > 0 {
+		k := max(len(b)-len(zeroPage), 0)
+		if page := b[k:]; !bytes.Equal(page, zeroPage[:len(page)]) {
+			for i := len(page) - 1; i >= 0; i-- {
+				if page[i] != 0 {
+					return k + i
+				}
+			}
+		}
+		b = b[:k]
+	}
+	return -1
 }
 
 const vlogHeaderSize = 20 // Badger's value-log file header: key id, IV

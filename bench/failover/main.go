@@ -105,15 +105,11 @@ loop:
 }
 
 func declare(t jepsen.Target, q, typ string) error {
-	conn, err := t.Dial()
+	conn, ch, err := t.Open()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	_, err = ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-queue-type": typ})
 	return err
 }
@@ -133,15 +129,11 @@ func waitKnown(t jepsen.Target, q string, d time.Duration) error {
 }
 
 func passive(t jepsen.Target, q string) error {
-	conn, err := t.Dial()
+	conn, ch, err := t.Open()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
 	return err
 }

@@ -7,20 +7,23 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/internal/amqpopen"
 )
+
+// openChannel dials u and opens a channel; closing the connection closes
+// the channel too.
+func openChannel(u string) (*amqp.Connection, *amqp.Channel, error) {
+	return amqpopen.Channel(func() (*amqp.Connection, error) { return dial(u) })
+}
 
 // declare creates (and purges) the queues, the exchange and the bindings.
 func (r *runner) declare() error {
 	cfg := r.cfg
-	conn, err := dial(cfg.URL)
+	conn, ch, err := openChannel(cfg.URL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	args := cfg.queueArgs()
 	for _, q := range r.queues {
 		if cfg.QueueType == "stream" {
@@ -86,15 +89,11 @@ func (r *runner) declare() error {
 
 // teardown deletes what declare created.
 func (r *runner) teardown() error {
-	conn, err := dial(r.cfg.URL)
+	conn, ch, err := openChannel(r.cfg.URL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	for _, q := range r.queues {
 		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
 			return fmt.Errorf("queue.delete %s: %w", q, err)

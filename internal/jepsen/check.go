@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -22,10 +23,29 @@ type Result struct {
 	// DuplicatesFlagless had redelivered=false, and AfterAck came after a
 	// delivery of the same id had been acked (an ack lost with its node).
 	Duplicates, DuplicatesFlagless, AfterAck int
+	// FlaglessAgain counts the deliveries with redelivered=false of an id
+	// already delivered so once: the broker handed the message out as new
+	// twice, whatever order the deliveries reached the clients in (an
+	// original held up in a paused node's socket may arrive after its
+	// redelivery elsewhere; that one is flagless once). SameCount counts
+	// the deliveries whose x-delivery-count an earlier delivery of the id
+	// had already: one checkout delivered twice, or one message enqueued
+	// twice.
+	FlaglessAgain, SameCount int
+	// Dups lists every id delivered more than once, with its deliveries in
+	// the order they came: what DupReport prints.
+	Dups []Dup
 	// NackedDelivered and UnknownDelivered count ids delivered although
 	// nacked, or whose confirm never came; both are allowed (a nack or a
 	// lost confirm does not say the message was not stored).
 	NackedDelivered, UnknownDelivered int
+}
+
+// Dup is an id delivered more than once.
+type Dup struct {
+	ID         string
+	State      PubState // its publisher's outcome
+	Deliveries []Delivery
 }
 
 // OK reports whether nothing confirmed was lost and nothing unpublished
@@ -36,9 +56,9 @@ func (r Result) OK() bool { return len(r.Lost) == 0 && len(r.Unexpected) == 0 }
 // unexpected ids.
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sent %d: confirmed %d, nacked %d, returned %d, unknown %d; delivered %d ids in %d deliveries; lost %d, unexpected %d, duplicates %d (%d without redelivered, %d after an ack), nacked-but-delivered %d, unknown-but-delivered %d",
+	fmt.Fprintf(&b, "sent %d: confirmed %d, nacked %d, returned %d, unknown %d; delivered %d ids in %d deliveries; lost %d, unexpected %d, duplicates %d (%d without redelivered, %d flagless twice, %d with a delivery count seen before, %d after an ack), nacked-but-delivered %d, unknown-but-delivered %d",
 		r.Sent, r.Confirmed, r.Nacked, r.Returned, r.Unknown, r.Delivered, r.Deliveries, len(r.Lost), len(r.Unexpected),
-		r.Duplicates, r.DuplicatesFlagless, r.AfterAck, r.NackedDelivered, r.UnknownDelivered)
+		r.Duplicates, r.DuplicatesFlagless, r.FlaglessAgain, r.SameCount, r.AfterAck, r.NackedDelivered, r.UnknownDelivered)
 	if len(r.Lost) > 0 {
 		fmt.Fprintf(&b, "; lost: %s", firstN(r.Lost, 10))
 	}
@@ -46,6 +66,57 @@ func (r Result) String() string {
 		fmt.Fprintf(&b, "; unexpected: %s", firstN(r.Unexpected, 10))
 	}
 	return b.String()
+}
+
+// DupReport describes the ids delivered more than once, at most max of
+// them (all when max <= 0), those delivered flagless twice or with a
+// delivery count twice first: a line per id, then one per delivery (its
+// time, node, consumer, redelivered flag, x-delivery-count, acked).
+func (r Result) DupReport(max int) string {
+	dups := slices.Clone(r.Dups)
+	// Stable: the suspicious ones first, each group in delivery order.
+	slices.SortStableFunc(dups, func(a, b Dup) int {
+		return cmpBool(b.suspicious(), a.suspicious())
+	})
+	var b strings.Builder
+	for i, d := range dups {
+		if max > 0 && i == max {
+			fmt.Fprintf(&b, "... (%d more ids delivered more than once)\n", len(dups)-max)
+			break
+		}
+		fmt.Fprintf(&b, "%s (%s) delivered %d times:\n", d.ID, d.State, len(d.Deliveries))
+		for _, v := range d.Deliveries {
+			fmt.Fprintf(&b, "  %s node %s consumer %s redelivered=%t x-delivery-count=%d acked=%t\n",
+				v.At.Format("15:04:05.000000"), v.Node, v.Consumer, v.Redelivered, v.Count, v.Acked)
+		}
+	}
+	return b.String()
+}
+
+// suspicious: delivered flagless twice, or twice with one delivery count.
+func (d Dup) suspicious() bool {
+	flagless := 0
+	counts := map[int]bool{}
+	for _, v := range d.Deliveries {
+		if !v.Redelivered {
+			flagless++
+		}
+		if v.Count >= 0 && counts[v.Count] {
+			return true
+		}
+		counts[v.Count] = true
+	}
+	return flagless > 1
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func firstN(ids []string, n int) string {
@@ -72,7 +143,11 @@ func Check(s Snapshot) Result {
 	}
 	seen := map[string]int{}
 	acked := map[string]bool{}
+	flagless := map[string]bool{}
+	counts := map[string][]int{}
+	byID := map[string][]Delivery{}
 	for _, d := range s.Deliveries {
+		byID[d.ID] = append(byID[d.ID], d)
 		st, published := s.Pubs[d.ID]
 		if !published {
 			if seen[d.ID] == 0 {
@@ -94,6 +169,18 @@ func Check(s Snapshot) Result {
 			if acked[d.ID] {
 				r.AfterAck++
 			}
+			if !d.Redelivered && flagless[d.ID] {
+				r.FlaglessAgain++
+			}
+			if d.Count >= 0 && slices.Contains(counts[d.ID], d.Count) {
+				r.SameCount++
+			}
+		}
+		if !d.Redelivered {
+			flagless[d.ID] = true
+		}
+		if d.Count >= 0 {
+			counts[d.ID] = append(counts[d.ID], d.Count)
 		}
 		seen[d.ID]++
 		if d.Acked {
@@ -104,6 +191,9 @@ func Check(s Snapshot) Result {
 	for _, id := range s.Order {
 		if s.Pubs[id] == Confirmed && seen[id] == 0 {
 			r.Lost = append(r.Lost, id)
+		}
+		if seen[id] > 1 {
+			r.Dups = append(r.Dups, Dup{ID: id, State: s.Pubs[id], Deliveries: byID[id]})
 		}
 	}
 	return r

@@ -2,12 +2,14 @@ package jepsen
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 // history builds a history from a compact script: each step is
 // "send id", "ok id", "nack id", "lost id" (unknown), or a delivery
-// "dlv id [re] [ack]".
+// "dlv id [re] [ack] [n=K]" (K its x-delivery-count, -1 when absent).
 func history(t *testing.T, steps ...[]string) Snapshot {
 	t.Helper()
 	var h History
@@ -22,7 +24,12 @@ func history(t *testing.T, steps ...[]string) Snapshot {
 		case "unknown":
 			h.Settle(s[1], Unknown)
 		case "dlv":
-			d := Delivery{ID: s[1], Count: -1, Redelivered: slices.Contains(s[2:], "re")}
+			d := Delivery{ID: s[1], Count: -1, Redelivered: slices.Contains(s[2:], "re"), Node: "n1", Consumer: "c1"}
+			for _, a := range s[2:] {
+				if k, ok := strings.CutPrefix(a, "n="); ok {
+					d.Count, _ = strconv.Atoi(k)
+				}
+			}
 			i := h.Deliver(d)
 			if slices.Contains(s[2:], "ack") {
 				h.Ack(i)
@@ -105,6 +112,42 @@ func TestCheckDuplicatesAndNackedDelivered(t *testing.T) {
 	}
 	if r.Delivered != 3 || r.Deliveries != 5 {
 		t.Fatalf("%s", r)
+	}
+}
+
+func TestCheckFlaglessTwiceAndSameCount(t *testing.T) {
+	r := Check(history(t,
+		// a: its redelivery reached a client before the original (held
+		// up in a paused node): flagless once, counts 1 and 0.
+		st("send", "a"), st("ok", "a"), st("dlv", "a", "re", "n=1", "ack"), st("dlv", "a", "n=0"),
+		// b: handed out as new twice, with one delivery count.
+		st("send", "b"), st("ok", "b"), st("dlv", "b", "n=0"), st("dlv", "b", "n=0", "ack"),
+		// c: redelivered twice with one count (one checkout sent twice).
+		st("send", "c"), st("ok", "c"), st("dlv", "c", "n=0"), st("dlv", "c", "re", "n=1"), st("dlv", "c", "re", "n=1", "ack"),
+		// d: once.
+		st("send", "d"), st("ok", "d"), st("dlv", "d", "n=0", "ack"),
+	))
+	if !r.OK() {
+		t.Fatalf("%s", r)
+	}
+	if r.Duplicates != 4 || r.DuplicatesFlagless != 2 || r.FlaglessAgain != 1 || r.SameCount != 2 || r.AfterAck != 1 {
+		t.Fatalf("duplicates: %s", r)
+	}
+	var ids []string
+	for _, d := range r.Dups {
+		ids = append(ids, d.ID)
+	}
+	if !slices.Equal(ids, []string{"a", "b", "c"}) || len(r.Dups[2].Deliveries) != 3 {
+		t.Fatalf("dups %v", r.Dups)
+	}
+	rep := r.DupReport(2)
+	// The suspicious ids (b, c) first, a cut off.
+	if !strings.HasPrefix(rep, "b (confirmed) delivered 2 times:\n") || !strings.Contains(rep, "\nc (confirmed) delivered 3 times:\n") ||
+		strings.Contains(rep, "\na (") || !strings.Contains(rep, "1 more ids") {
+		t.Fatalf("report:\n%s", rep)
+	}
+	if !strings.Contains(rep, "node n1 consumer c1 redelivered=true x-delivery-count=1 acked=true") {
+		t.Fatalf("report:\n%s", rep)
 	}
 }
 

@@ -8,12 +8,37 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/internal/amqpopen"
 )
 
 // Target is a node a client can connect to.
 type Target struct {
 	Node string
 	Dial func() (*amqp091.Connection, error)
+}
+
+// Open dials t and opens a channel; closing the connection closes the
+// channel too.
+func (t Target) Open() (*amqp091.Connection, *amqp091.Channel, error) {
+	return amqpopen.Channel(t.Dial)
+}
+
+// sessions runs session against each of targets in turn, from the
+// first, while more says so; a session that failed is marked in h (as
+// who's, when h is set) and followed by retryPause. A session's ctx.Err()
+// once ctx is done is no failure.
+func sessions(ctx context.Context, targets []Target, who string, h *History, more func() bool, session func(Target) error) {
+	for i := 0; more(); i++ {
+		t := targets[i%len(targets)]
+		err := session(t)
+		if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			continue
+		}
+		if h != nil {
+			h.Mark(fmt.Sprintf("%s on %s: %v", who, t.Node, err))
+		}
+		sleep(ctx, retryPause)
+	}
 }
 
 // retryPause is how long a client waits before it dials again after its
@@ -60,13 +85,8 @@ func (p *Publisher) Run(ctx context.Context) {
 	if p.NackPause <= 0 {
 		p.NackPause = 5 * time.Millisecond
 	}
-	for i := 0; ctx.Err() == nil && (p.Max == 0 || p.n < p.Max); i++ {
-		t := p.Targets[i%len(p.Targets)]
-		if err := p.session(ctx, t); err != nil {
-			p.History.Mark(fmt.Sprintf("publisher %s on %s: %v", p.Name, t.Node, err))
-			sleep(ctx, retryPause)
-		}
-	}
+	more := func() bool { return ctx.Err() == nil && (p.Max == 0 || p.n < p.Max) }
+	sessions(ctx, p.Targets, "publisher "+p.Name, p.History, more, func(t Target) error { return p.session(ctx, t) })
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -79,15 +99,11 @@ func sleep(ctx context.Context, d time.Duration) {
 // session publishes on one connection until ctx is done, Max is reached
 // or the connection fails; every message it leaves unconfirmed is unknown.
 func (p *Publisher) session(ctx context.Context, t Target) error {
-	conn, err := t.Dial()
+	conn, ch, err := t.Open()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	if err := ch.Confirm(false); err != nil {
 		return err
 	}
@@ -203,27 +219,16 @@ func (c *Consumer) Run(ctx context.Context) {
 	if c.Prefetch <= 0 {
 		c.Prefetch = 32
 	}
-	for i := 0; ctx.Err() == nil; i++ {
-		t := c.Targets[i%len(c.Targets)]
-		err := c.session(ctx, t)
-		if ctx.Err() != nil {
-			return
-		}
-		c.History.Mark(fmt.Sprintf("consumer %s on %s: %v", c.Name, t.Node, err))
-		sleep(ctx, retryPause)
-	}
+	more := func() bool { return ctx.Err() == nil }
+	sessions(ctx, c.Targets, "consumer "+c.Name, c.History, more, func(t Target) error { return c.session(ctx, t) })
 }
 
 func (c *Consumer) session(ctx context.Context, t Target) error {
-	conn, err := t.Dial()
+	conn, ch, err := t.Open()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	if err := ch.Qos(c.Prefetch, 0, false); err != nil {
 		return err
 	}
@@ -298,29 +303,16 @@ func (d *Declarer) Tried() int {
 
 // Run declares until ctx is done.
 func (d *Declarer) Run(ctx context.Context) {
-	for i := 0; ctx.Err() == nil; i++ {
-		t := d.Targets[i%len(d.Targets)]
-		err := d.session(ctx, t)
-		if ctx.Err() != nil {
-			return
-		}
-		if d.History != nil {
-			d.History.Mark(fmt.Sprintf("declarer %s on %s: %v", d.Prefix, t.Node, err))
-		}
-		sleep(ctx, retryPause)
-	}
+	more := func() bool { return ctx.Err() == nil }
+	sessions(ctx, d.Targets, "declarer "+d.Prefix, d.History, more, func(t Target) error { return d.session(ctx, t) })
 }
 
 func (d *Declarer) session(ctx context.Context, t Target) error {
-	conn, err := t.Dial()
+	conn, ch, err := t.Open()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	for ctx.Err() == nil {
 		d.mu.Lock()
 		d.n++

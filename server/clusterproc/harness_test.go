@@ -18,6 +18,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rs/zerolog"
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/amqpopen"
 	"github.com/warrenmq/warren/internal/jepsen"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
@@ -47,6 +48,7 @@ func runNode(dir string) {
 	if err != nil {
 		os.Exit(3)
 	}
+	zerolog.TimeFieldFormat = "15:04:05.000" // to read against the test's log
 	log := zerolog.New(f).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 	cc := cluster.Config{
 		NodeName: os.Getenv("WARREN_NODE_NAME"),
@@ -107,6 +109,29 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// handedOut are the addresses uniqueAddr gave, in this process: the
+// clusters of tests that run in parallel get ports of their own.
+var handedOut struct {
+	sync.Mutex
+	addrs map[string]bool
+}
+
+// uniqueAddr is a free port on 127.0.0.1 that no cluster of this process
+// was given before (the OS may hand a closed port out again).
+func uniqueAddr(t *testing.T) string {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.addrs == nil {
+		handedOut.addrs = map[string]bool{}
+	}
+	for {
+		if a := freeAddr(t); !handedOut.addrs[a] {
+			handedOut.addrs[a] = true
+			return a
+		}
+	}
+}
+
 // newCluster starts n nodes on 127.0.0.1 with the same seeds, at once.
 func newCluster(t *testing.T, n int) *procCluster { return startCluster(t, n, nil) }
 
@@ -124,15 +149,6 @@ func newNetnsCluster(t *testing.T, n int) *procCluster {
 func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
 	c := &procCluster{t: t, net: nn}
 	var seeds []string
-	used := map[string]bool{}
-	unique := func() string { // a port the OS hands out twice is taken once
-		for {
-			if a := freeAddr(t); !used[a] {
-				used[a] = true
-				return a
-			}
-		}
-	}
 	for i := range n {
 		nd := &node{i: i, name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
 		if nn != nil {
@@ -140,7 +156,7 @@ func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
 			ip := nn.Addr(i)
 			nd.addr, nd.clusterAddr, nd.mgmtAddr = ip+":5672", ip+":25672", ip+":15672"
 		} else {
-			nd.addr, nd.clusterAddr, nd.mgmtAddr = unique(), unique(), unique()
+			nd.addr, nd.clusterAddr, nd.mgmtAddr = uniqueAddr(t), uniqueAddr(t), uniqueAddr(t)
 		}
 		c.nodes = append(c.nodes, nd)
 		seeds = append(seeds, nd.clusterAddr)
@@ -221,6 +237,12 @@ func (c *procCluster) connect(nd *node) (*amqp091.Connection, error) {
 	return amqp091.DialConfig(c.url(nd), c.amqpConfig(nd))
 }
 
+// open dials nd and opens a channel, without failing the test; closing
+// the connection closes the channel.
+func (c *procCluster) open(nd *node) (*amqp091.Connection, *amqp091.Channel, error) {
+	return amqpopen.Channel(func() (*amqp091.Connection, error) { return c.connect(nd) })
+}
+
 // waitReady waits until the node answers AMQP (its Listen returns once
 // it has applied the metadata log up to its start).
 func (c *procCluster) waitReady(nd *node) {
@@ -285,15 +307,11 @@ func (c *procCluster) channel(nd *node) *amqp091.Channel {
 
 // passive declares name passively on nd on a channel of its own.
 func (c *procCluster) passive(nd *node, name string) (amqp091.Queue, error) {
-	conn, err := c.connect(nd)
+	conn, ch, err := c.open(nd)
 	if err != nil {
 		return amqp091.Queue{}, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return amqp091.Queue{}, err
-	}
 	return ch.QueueDeclarePassive(name, true, false, false, false, nil)
 }
 
