@@ -85,10 +85,8 @@ func copyLog(src *Store, srcID uint64, dst *Store, dstID uint64) error {
 		} else if err != nil {
 			return err
 		}
-		off := len(r.buf)
-		r.buf = appendEntry(r.buf, dstID, &l)
-		r.ents = append(r.ents, entryPos{idx: i, off: uint32(off), n: uint32(len(r.buf) - off)})
-		if len(r.buf) >= 4<<20 {
+		r.entry(dstID, &l, true)
+		if r.size >= 4<<20 {
 			if err := dst.submit(r); err != nil {
 				return err
 			}
@@ -98,10 +96,10 @@ func copyLog(src *Store, srcID uint64, dst *Store, dstID uint64) error {
 	if commit > 0 {
 		var v [8]byte
 		binary.BigEndian.PutUint64(v[:], commit)
-		r.buf = appendRecord(r.buf, recCommit, dstID, v[:])
+		r.record(appendRecord(nil, recCommit, dstID, v[:]))
 		r.commit = commit
 	}
-	if len(r.buf) == 0 {
+	if r.size == 0 {
 		return nil
 	}
 	return dst.submit(r)

@@ -22,7 +22,14 @@ type Group struct {
 	locs        []loc  // locs[i]: entry first+i (n 0: none)
 	staged      uint64 // commit index to write with the next StoreLogs
 	commit      uint64 // the last commit index written
+	// recent holds the entries last stored, by index mod its size: raft
+	// reads each entry back right after storing it (a leader to send it
+	// to each follower, a follower to apply it).
+	recent [recentSize]*raft.Log
 }
+
+// recentSize is how many of its last entries a group keeps in memory.
+const recentSize = 32
 
 // loc is where a record lies: segment, offset, length.
 type loc struct{ seq, off, n uint32 }
@@ -86,6 +93,11 @@ func (g *Group) deleteRange(min, max uint64) {
 		g.live(g.locs[i-g.first], -1)
 		g.locs[i-g.first] = loc{}
 	}
+	for i, c := range g.recent {
+		if c != nil && c.Index >= min && c.Index <= max {
+			g.recent[i] = nil
+		}
+	}
 	// The bounds are the first and last entry still there.
 	lo, hi := 0, len(g.locs)
 	for lo < hi && g.locs[lo].n == 0 {
@@ -114,6 +126,7 @@ func (g *Group) drop() {
 		g.live(l, -1)
 	}
 	g.first, g.last, g.locs, g.commit = 0, 0, nil, 0
+	g.recent = [recentSize]*raft.Log{}
 }
 
 // applied updates the index after r was written (the committer calls it).
@@ -128,6 +141,9 @@ func (g *Group) applied(r *request) {
 	}
 	for _, e := range r.ents {
 		g.put(e.idx, loc{seq: r.at.seq, off: r.at.off + e.off, n: e.n})
+	}
+	for _, l := range r.logs {
+		g.recent[l.Index%recentSize] = l
 	}
 	if r.commit > g.commit {
 		g.commit = r.commit
@@ -158,6 +174,11 @@ func (g *Group) GetLog(index uint64, l *raft.Log) error {
 	var at loc
 	if g.last != 0 && index >= g.first && index <= g.last {
 		at = g.locs[index-g.first]
+		if c := g.recent[index%recentSize]; c != nil && c.Index == index && at.n != 0 {
+			*l = *c
+			g.mu.Unlock()
+			return nil
+		}
 	}
 	g.mu.Unlock()
 	if at.n == 0 {
@@ -203,21 +224,23 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 	g.mu.Unlock()
 	n := 0
 	for _, l := range logs {
-		n += entrySize(l)
+		n += recHeader + recBody + entryHeader + 4 + len(l.Extensions)
+		if len(l.Data) < 256 {
+			n += len(l.Data)
+		}
 	}
 	if staged > 0 {
 		n += recHeader + recBody + 8
 	}
-	r := &request{group: g, appends: 1, buf: make([]byte, 0, n), ents: make([]entryPos, len(logs))}
-	for i, l := range logs {
-		off := len(r.buf)
-		r.buf = appendEntry(r.buf, g.id, l)
-		r.ents[i] = entryPos{idx: l.Index, off: uint32(off), n: uint32(len(r.buf) - off)}
+	r := &request{group: g, appends: 1, arena: make([]byte, 0, n), ents: make([]entryPos, 0, len(logs)), logs: logs,
+		pieces: make([][]byte, 0, 2*len(logs)+1), recs: make([]int, 0, len(logs)+1)}
+	for _, l := range logs {
+		r.entry(g.id, l, false)
 	}
 	if staged > 0 {
 		var v [8]byte
 		binary.BigEndian.PutUint64(v[:], staged)
-		r.buf = appendRecord(r.buf, recCommit, g.id, v[:])
+		r.record(appendRecord(nil, recCommit, g.id, v[:]))
 		r.commit = staged
 	}
 	return g.s.submit(r)
@@ -235,7 +258,9 @@ func (g *Group) DeleteRange(min, max uint64) error {
 	var p [16]byte
 	binary.BigEndian.PutUint64(p[:], min)
 	binary.BigEndian.PutUint64(p[8:], max)
-	return g.s.submit(&request{group: g, del: true, delMin: min, delMax: max, buf: appendRecord(nil, recDelete, g.id, p[:])})
+	r := &request{group: g, del: true, delMin: min, delMax: max}
+	r.record(appendRecord(nil, recDelete, g.id, p[:]))
+	return g.s.submit(r)
 }
 
 func minU(a, b uint64) uint64 {

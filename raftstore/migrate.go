@@ -71,7 +71,9 @@ func (s *Store) moveOldLog() error {
 			return err
 		}
 		cur = s.groupState(gid)
-		return s.submit(&request{group: cur, dropAll: true, buf: appendRecord(nil, recDrop, gid)})
+		r := &request{group: cur, dropAll: true}
+		r.record(appendRecord(nil, recDrop, gid))
+		return s.submit(r)
 	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{kindLog}, PrefetchValues: false})
@@ -98,10 +100,8 @@ func (s *Store) moveOldLog() error {
 			if req == nil {
 				req = &request{group: cur}
 			}
-			off := len(req.buf)
-			req.buf = appendEntry(req.buf, gid, &l)
-			req.ents = append(req.ents, entryPos{idx: idx, off: uint32(off), n: uint32(len(req.buf) - off)})
-			if len(req.buf) >= 4<<20 {
+			req.entry(gid, &l, true)
+			if req.size >= 4<<20 {
 				if err := send(); err != nil {
 					return err
 				}
@@ -123,7 +123,9 @@ func (s *Store) moveOldLog() error {
 			}
 			g := s.groupState(binary.BigEndian.Uint64(k[1:9]))
 			c := binary.BigEndian.Uint64(v)
-			if err := s.submit(&request{group: g, commit: c, buf: appendRecord(nil, recCommit, g.id, v)}); err != nil {
+			r := &request{group: g, commit: c}
+			r.record(appendRecord(nil, recCommit, g.id, v))
+			if err := s.submit(r); err != nil {
 				return err
 			}
 		}

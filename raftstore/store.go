@@ -124,8 +124,17 @@ type Store struct {
 // request is one write for the committer.
 type request struct {
 	group *Group
-	buf   []byte     // whole records, CRCs empty
-	ents  []entryPos // the entries in buf
+	// The records: pieces in order, the first of each record starting
+	// with its header (CRC empty: the committer fills it in, it depends
+	// on the segment); recs[i] is how many pieces record i spans. An
+	// entry's data is a piece of its own, the caller's slice (not
+	// copied).
+	pieces [][]byte
+	recs   []int
+	size   int
+	arena  []byte     // the headers' bytes
+	ents   []entryPos // the entries among the records
+	logs   []*raft.Log
 	// del, when set, deletes the group's log entries in [delMin, delMax].
 	del            bool
 	delMin, delMax uint64
@@ -133,11 +142,65 @@ type request struct {
 	dropAll bool
 	commit  uint64 // a commit index written with it (0: none)
 	appends int
-	// copied: entries moved out of the oldest segment (their old place
-	// is checked again when written: still live there, else skipped).
-	copied bool
-	at     loc // where buf was written (the committer sets it)
-	done   chan error
+	copied  bool
+	at      loc // where the records were written (the committer sets it)
+	done    chan error
+}
+
+// record adds a record of one piece.
+func (r *request) record(b []byte) {
+	r.pieces = append(r.pieces, b)
+	r.recs = append(r.recs, 1)
+	r.size += len(b)
+}
+
+// entry adds l's record; its data is copied only if copyData.
+func (r *request) entry(group uint64, l *raft.Log, copyData bool) {
+	off := r.size
+	n := recBody + entryHeader + len(l.Data) + 4 + len(l.Extensions)
+	start := len(r.arena)
+	r.arena = binary.BigEndian.AppendUint32(r.arena, uint32(n))
+	r.arena = binary.BigEndian.AppendUint32(r.arena, 0)
+	r.arena = append(r.arena, recEntry)
+	r.arena = binary.BigEndian.AppendUint64(r.arena, group)
+	r.arena = binary.BigEndian.AppendUint64(r.arena, l.Index)
+	r.arena = binary.BigEndian.AppendUint64(r.arena, l.Term)
+	r.arena = append(r.arena, byte(l.Type))
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	r.arena = binary.BigEndian.AppendUint64(r.arena, uint64(at))
+	r.arena = binary.BigEndian.AppendUint32(r.arena, uint32(len(l.Data)))
+	pieces := 1
+	if copyData || len(l.Data) < 256 {
+		r.arena = append(r.arena, l.Data...)
+	} else {
+		r.pieces = append(r.pieces, r.arena[start:len(r.arena):len(r.arena)])
+		r.pieces = append(r.pieces, l.Data)
+		start = len(r.arena)
+		pieces += 2 // the header, the data; the tail follows
+	}
+	r.arena = binary.BigEndian.AppendUint32(r.arena, uint32(len(l.Extensions)))
+	r.arena = append(r.arena, l.Extensions...)
+	r.pieces = append(r.pieces, r.arena[start:len(r.arena):len(r.arena)])
+	r.recs = append(r.recs, pieces)
+	r.size += recHeader + n
+	r.ents = append(r.ents, entryPos{idx: l.Index, off: uint32(off), n: uint32(recHeader + n)})
+}
+
+// seal fills in the CRC of each record for a segment of seed.
+func (r *request) seal(seed uint32) {
+	p := 0
+	for _, k := range r.recs {
+		head := r.pieces[p]
+		crc := crc32.Update(seed, castagnoli, head[recHeader:])
+		for j := 1; j < k; j++ {
+			crc = crc32.Update(crc, castagnoli, r.pieces[p+j])
+		}
+		binary.BigEndian.PutUint32(head[4:], crc)
+		p += k
+	}
 }
 
 // entryPos is an entry's place in a request's buffer.
@@ -410,7 +473,9 @@ func (s *Store) DeleteGroup(id uint64) error {
 	if err != nil {
 		return err
 	}
-	err = s.submit(&request{group: g, dropAll: true, buf: appendRecord(nil, recDrop, id)})
+	r := &request{group: g, dropAll: true}
+	r.record(appendRecord(nil, recDrop, id))
+	err = s.submit(r)
 	if derr := s.dropStable(id); derr != nil && err == nil {
 		err = derr
 	}
@@ -571,13 +636,13 @@ func (s *Store) committer() {
 			}
 		}
 		batch := []*request{first}
-		size := len(first.buf)
+		size := first.size
 	more:
 		for size < s.opts.MaxBatchBytes {
 			select {
 			case r := <-s.reqs:
 				batch = append(batch, r)
-				size += len(r.buf)
+				size += r.size
 			default:
 				break more
 			}
@@ -603,7 +668,7 @@ func (s *Store) commit(batch []*request) {
 			r.group.applied(r)
 			appends += r.appends
 			entries += len(r.ents)
-			bytes += len(r.buf)
+			bytes += r.size
 		}
 		r.done <- err
 	}
@@ -634,7 +699,7 @@ func (s *Store) write(batch []*request) error {
 		return nil
 	}
 	for _, r := range batch {
-		n := int64(len(r.buf))
+		n := int64(r.size)
 		if n == 0 {
 			continue
 		}
@@ -649,10 +714,10 @@ func (s *Store) write(batch []*request) error {
 			}
 			start = s.cur.end
 		}
-		sealRecords(r.buf, s.cur.seed)
+		r.seal(s.cur.seed)
 		r.at = loc{seq: uint32(s.cur.seq), off: uint32(s.cur.end)}
 		s.cur.end += n
-		bufs = append(bufs, r.buf)
+		bufs = append(bufs, r.pieces...)
 	}
 	if err := flush(); err != nil {
 		return err
@@ -820,13 +885,12 @@ func (s *Store) copyForward() {
 			if r == nil {
 				r = &request{group: g, copied: true, done: make(chan error, 1)}
 			}
-			off := len(r.buf)
-			r.buf = append(r.buf, make([]byte, l.n)...)
-			if _, err := old.f.ReadAt(r.buf[off:], int64(l.off)); err != nil {
-				r.buf = r.buf[:off]
+			b := make([]byte, l.n)
+			if _, err := old.f.ReadAt(b, int64(l.off)); err != nil {
 				continue
 			}
-			r.ents = append(r.ents, entryPos{idx: g.first + uint64(i), off: uint32(off), n: l.n})
+			r.ents = append(r.ents, entryPos{idx: g.first + uint64(i), off: uint32(r.size), n: l.n})
+			r.record(b)
 			total += int(l.n)
 			if total >= copyMax {
 				break

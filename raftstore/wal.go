@@ -71,34 +71,8 @@ func appendRecord(b []byte, kind byte, group uint64, payload ...[]byte) []byte {
 	return b
 }
 
-// entrySize is the size of l's record.
-func entrySize(l *raft.Log) int {
-	return recHeader + recBody + entryHeader + len(l.Data) + 4 + len(l.Extensions)
-}
-
 // entryHeader: index, term, type, appended-at, data length.
 const entryHeader = 8 + 8 + 1 + 8 + 4
-
-// appendEntry appends l's record (CRC empty).
-func appendEntry(b []byte, group uint64, l *raft.Log) []byte {
-	n := recBody + entryHeader + len(l.Data) + 4 + len(l.Extensions)
-	b = binary.BigEndian.AppendUint32(b, uint32(n))
-	b = binary.BigEndian.AppendUint32(b, 0)
-	b = append(b, recEntry)
-	b = binary.BigEndian.AppendUint64(b, group)
-	b = binary.BigEndian.AppendUint64(b, l.Index)
-	b = binary.BigEndian.AppendUint64(b, l.Term)
-	b = append(b, byte(l.Type))
-	var at int64
-	if !l.AppendedAt.IsZero() {
-		at = l.AppendedAt.UnixNano()
-	}
-	b = binary.BigEndian.AppendUint64(b, uint64(at))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(l.Data)))
-	b = append(b, l.Data...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(l.Extensions)))
-	return append(b, l.Extensions...)
-}
 
 // seqSeed is the CRC state after a segment's seq.
 func seqSeed(seq uint64) uint32 {
