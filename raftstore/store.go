@@ -670,12 +670,14 @@ func (s *Store) commit(batch []*request) {
 			entries += len(r.ents)
 			bytes += r.size
 		}
-		r.done <- err
 	}
 	s.syncs.Add(1)
 	s.appends.Add(uint64(appends))
 	s.entries.Add(uint64(entries))
 	s.bytes.Add(uint64(bytes))
+	for _, r := range batch {
+		r.done <- err
+	}
 }
 
 // write puts the requests' records at the end of the log (rolling to a
