@@ -29,7 +29,7 @@ type Group struct {
 }
 
 // recentSize is how many of its last entries a group keeps in memory.
-const recentSize = 32
+const recentSize = 8
 
 // loc is where a record lies: segment, offset, length.
 type loc struct{ seq, off, n uint32 }
