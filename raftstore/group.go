@@ -3,6 +3,7 @@ package raftstore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -180,21 +181,24 @@ func (g *Group) GetLog(index uint64, l *raft.Log) error {
 			return nil
 		}
 	}
-	g.mu.Unlock()
 	if at.n == 0 {
+		g.mu.Unlock()
 		return raft.ErrLogNotFound
 	}
-	buf := make([]byte, at.n)
+	// The segment is looked up before g.mu is let go: the committer may
+	// move the entry on (copyForward) and remove its old segment, but not
+	// while the read holds segMu.
 	g.s.segMu.RLock()
+	g.mu.Unlock()
 	seg := g.s.segs[at.seq]
+	buf := make([]byte, at.n)
 	var err error
 	if seg != nil {
 		_, err = seg.f.ReadAt(buf, int64(at.off))
 	}
 	g.s.segMu.RUnlock()
 	if seg == nil {
-		// Deleted meanwhile (compacted away).
-		return raft.ErrLogNotFound
+		return fmt.Errorf("raftstore: group %d entry %d: segment %d is gone", g.id, index, at.seq)
 	}
 	if err != nil {
 		return err

@@ -264,3 +264,47 @@ func TestMigrateFromBadger(t *testing.T) {
 		t.Fatalf("entry 9: %v", err)
 	}
 }
+
+// Reads of entries that are moved on and whose old segments are removed
+// meanwhile always find them.
+func TestReadsWhileReclaiming(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{SegmentBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pin := group(t, s, 1)
+	storeN(t, pin, 1, 20)
+	busy := group(t, s, 2)
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for i := uint64(1); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var l raft.Log
+			idx := i%20 + 1
+			if err := pin.GetLog(idx, &l); err != nil || l.Index != idx {
+				errs <- fmt.Errorf("entry %d: %v", idx, err)
+				return
+			}
+		}
+	}()
+	for i := uint64(1); i <= 1500; i += 100 {
+		storeN(t, busy, i, i+99)
+		if err := busy.DeleteRange(1, i+89); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats().Copied == 0 {
+		t.Fatal("nothing was copied on: the test did not test")
+	}
+}
