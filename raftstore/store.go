@@ -745,7 +745,16 @@ func (s *Store) write(batch []*request) error {
 // spare keeps one of them for reuse), and moves the live entries out of
 // the oldest when it is mostly dead.
 func (s *Store) reclaim() {
+	removed := false
+	defer func() {
+		// Removals are durable in order: a removed segment that came back
+		// could hold entries whose deletion was in a later removed one.
+		if removed && !s.opts.NoSync {
+			syncDir(s.walDir)
+		}
+	}()
 	for len(s.order) > 1 && s.order[0] != s.cur && s.order[0].live <= 0 {
+		removed = true
 		old := s.order[0]
 		s.segMu.Lock()
 		delete(s.segs, uint32(old.seq))

@@ -222,8 +222,11 @@ func scanSegment(seg *segment, fn func(off int64, n int, body []byte) error) (se
 // unless one is there.
 func makeSpare(dir string, size int64, stop <-chan struct{}) error {
 	final := filepath.Join(dir, spareName)
-	if _, err := os.Stat(final); err == nil {
-		return nil
+	if fi, err := os.Stat(final); err == nil {
+		if fi.Size() == size {
+			return nil
+		}
+		os.Remove(final) // made for another segment size
 	}
 	tmp := final + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
