@@ -11,8 +11,8 @@
 #
 # Runs: RabbitMQ quorum; Warren classic (durable, persistent: its home is
 # node 1, so its "failover" is node 1's restart: it has no replica);
-# Warren quorum once a Warren cluster accepts quorum declares (today it
-# answers 540, and the script says so and skips it).
+# Warren quorum (three members; if a cluster refuses the declare, as
+# before issue 14's quorum queues, the script says so and skips it).
 #
 # Usage: bench/cluster.sh [rabbit] [warren]     (default: both)
 # Environment:
