@@ -104,6 +104,9 @@ type Store struct {
 	bgDone  sync.WaitGroup
 	closed  atomic.Bool
 	failed  atomic.Pointer[error] // a write or sync of the log failed: no more writes
+	// spareReady: wal/spare is there, of SegmentBytes (set by the spare
+	// maker and reclaim, cleared by roll).
+	spareReady atomic.Bool
 
 	mu     sync.Mutex // groups
 	groups map[uint64]*Group
@@ -370,6 +373,7 @@ func (s *Store) roll(need int64) error {
 	}
 	size := s.opts.SegmentBytes
 	path := filepath.Join(s.walDir, segName(seq))
+	prealloc := false
 	if need+sealSize > size {
 		size = need + sealSize
 	} else if !s.opts.NoSync {
@@ -378,7 +382,9 @@ func (s *Store) roll(need int64) error {
 			if err := os.Rename(spare, path); err != nil {
 				return err
 			}
+			prealloc = true
 		}
+		s.spareReady.Store(false)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -390,7 +396,7 @@ func (s *Store) roll(need int64) error {
 			return err
 		}
 	}
-	seg := &segment{seq: seq, seed: seqSeed(seq), f: f, size: size}
+	seg := &segment{seq: seq, seed: seqSeed(seq), f: f, size: size, prealloc: prealloc}
 	s.segMu.Lock()
 	s.segs[uint32(seq)] = seg
 	s.order = append(s.order, seg)
@@ -409,7 +415,10 @@ func (s *Store) spares() {
 			return
 		case <-s.spareCh:
 		}
-		if err := makeSpare(s.walDir, s.opts.SegmentBytes, s.stop); err != nil && s.opts.Logger != nil && !s.closed.Load() {
+		err := makeSpare(s.walDir, s.opts.SegmentBytes, s.stop)
+		if err == nil {
+			s.spareReady.Store(true)
+		} else if s.opts.Logger != nil && !s.closed.Load() {
 			s.opts.Logger("raftstore: cannot make a spare log segment: %v", err)
 		}
 	}
@@ -700,6 +709,14 @@ func (s *Store) write(batch []*request) error {
 		start = s.cur.end
 		return nil
 	}
+	if s.growing() && s.spareReady.Load() {
+		// A file that grows costs its fdatasync a metadata update: on to
+		// the preallocated spare now rather than at the segment's end.
+		if err := s.roll(0); err != nil {
+			return err
+		}
+		start = s.cur.end
+	}
 	for _, r := range batch {
 		n := int64(r.size)
 		if n == 0 {
@@ -731,7 +748,7 @@ func (s *Store) write(batch []*request) error {
 		if err != nil {
 			return err
 		}
-		if s.cur.end > s.cur.size/2 && s.cur.size == s.opts.SegmentBytes {
+		if (s.cur.end > s.cur.size/2 && s.cur.size == s.opts.SegmentBytes) || s.growing() {
 			select {
 			case s.spareCh <- struct{}{}:
 			default:
@@ -740,6 +757,17 @@ func (s *Store) write(batch []*request) error {
 	}
 	return nil
 }
+
+// growing reports whether the current segment is a file that grows (not
+// made from a spare) and has seen traffic: a store that takes more than
+// a few writes gets a spare at once. (Not at open: every broker start
+// in a test would zero-fill a segment.)
+func (s *Store) growing() bool {
+	return !s.opts.NoSync && !s.cur.prealloc && s.cur.end >= growingBytes
+}
+
+// growingBytes: a growing segment with this much written asks for a spare.
+const growingBytes = 1 << 20
 
 // reclaim removes the oldest segments no group has a live entry in (the
 // spare keeps one of them for reuse), and moves the live entries out of
@@ -768,6 +796,9 @@ func (s *Store) reclaim() {
 		if !s.opts.NoSync && old.size == s.opts.SegmentBytes {
 			if _, err := os.Stat(spare); os.IsNotExist(err) {
 				recycled = os.Rename(path, spare) == nil
+				if recycled {
+					s.spareReady.Store(true)
+				}
 			}
 		}
 		if !recycled {

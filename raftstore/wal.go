@@ -145,6 +145,9 @@ type segment struct {
 	f    *os.File
 	size int64 // capacity: a record is written only below size-sealSize
 	end  int64 // where the next record goes
+	// prealloc: made from a spare (every byte written before): its
+	// fdatasync updates no metadata.
+	prealloc bool
 	// live counts the entries of this segment some group still holds,
 	// liveBytes their records' bytes.
 	live, liveBytes int64

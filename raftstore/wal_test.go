@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
@@ -306,5 +307,55 @@ func TestReadsWhileReclaiming(t *testing.T) {
 	}
 	if s.Stats().Copied == 0 {
 		t.Fatal("nothing was copied on: the test did not test")
+	}
+}
+
+// A store with traffic moves from the growing file it opened with to a
+// zero-filled spare as soon as one is made, and later segments come from
+// spares too.
+func TestSpareTakenEarly(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{SegmentBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := group(t, s, 1)
+	data := strings.Repeat("d", 64<<10)
+	next := uint64(1)
+	store := func() {
+		t.Helper()
+		if err := g.StoreLog(&raft.Log{Index: next, Term: 1, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	for s.cur.end < growingBytes+1 {
+		store()
+	}
+	first := s.cur.seq
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.spareReady.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("no spare made for a growing segment with traffic")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	store()
+	if s.cur.seq == first || !s.cur.prealloc {
+		t.Fatalf("still on segment %d (prealloc %v) with a spare ready", s.cur.seq, s.cur.prealloc)
+	}
+	for i := 0; i < 4*(4<<20)/len(data); i++ {
+		store()
+	}
+	checkRangeData(t, g, 1, next-1, data)
+}
+
+func checkRangeData(t *testing.T, g *Group, from, to uint64, data string) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		var l raft.Log
+		if err := g.GetLog(i, &l); err != nil || string(l.Data) != data {
+			t.Fatalf("entry %d: %v", i, err)
+		}
 	}
 }
