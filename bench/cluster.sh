@@ -11,8 +11,8 @@
 #
 # Runs: RabbitMQ quorum; Warren classic (durable, persistent: its home is
 # node 1, so its "failover" is node 1's restart: it has no replica);
-# Warren quorum once a Warren cluster accepts quorum declares (today it
-# answers 540, and the script says so and skips it).
+# Warren quorum (three members; if a cluster refuses the declare, as
+# before issue 14's quorum queues, the script says so and skips it).
 #
 # Usage: bench/cluster.sh [rabbit] [warren]     (default: both)
 # Environment:
@@ -24,6 +24,10 @@
 #   WARREN_PORT=5711  AMQP ports WARREN_PORT..+2 (cluster ports +20000)
 #   RABBIT_BIN=/usr/lib/rabbitmq/bin  where rabbitmq-server and rabbitmqctl are
 #   OUT=dir         logs, data and JSON (default: a temp dir, removed)
+#   WARREN_BIN=path a warren binary to run instead of the checkout's
+#   QUORUM_ONLY=1   Warren: only the quorum throughput run (no classic
+#                   run, no failovers)
+#   PPROF_PORT=p    Warren nodes serve Go profiles on 127.0.0.1:p..p+2
 # It never touches the RabbitMQ on 5672: its nodes have their own names
 # (wbench1..3@host), ports, data and log dirs, plugins file and erlang
 # cookie (HOME is a directory of its own while it runs rabbitmqctl).
@@ -34,6 +38,8 @@ DUR=${DUR:-10}
 ROUNDS=${ROUNDS:-3}
 CONFIRM=${CONFIRM:-64}
 FAILOVER_DUR=${FAILOVER_DUR:-20}
+QUORUM_ONLY=${QUORUM_ONLY:-0}
+PPROF_PORT=${PPROF_PORT:-}
 RABBIT_PORT=${RABBIT_PORT:-5701}
 WARREN_PORT=${WARREN_PORT:-5711}
 # The scripts themselves, not /usr/sbin's wrappers (which switch to the
@@ -52,6 +58,7 @@ mkdir -p "$BIN"
 log "building warren, warren-perf, failover into $BIN"
 (cd "$ROOT" && go build -o "$BIN/warren" ./cmd/warren && go build -o "$BIN/warren-perf" ./cmd/warren-perf &&
 	go build -o "$BIN/failover" ./bench/failover) || { log "build failed"; exit 1; }
+[[ -n ${WARREN_BIN:-} ]] && cp "$WARREN_BIN" "$BIN/warren"
 
 PIDS=() # every OS process this script started (beam.smp pids too)
 cleanup() {
@@ -151,9 +158,11 @@ rabbit_run() {
 warren_start() {
 	local i=$1
 	mkdir -p "$OUT/warren$i"
+	local extra=()
+	[[ -n $PPROF_PORT ]] && extra=(--pprof-listen "127.0.0.1:$((PPROF_PORT + i - 1))")
 	WARREN_CLUSTER_SECRET=cluster-bench-secret "$BIN/warren" --node-name "w$i" --listen "127.0.0.1:$((WARREN_PORT + i - 1))" \
 		--mgmt-listen off --prometheus-listen off --data-dir "$OUT/warren$i/data" \
-		--cluster-listen "127.0.0.1:$((WARREN_PORT + 20000 + i - 1))" --cluster-seeds "$WSEEDS" >>"$OUT/warren$i/log" 2>&1 &
+		--cluster-listen "127.0.0.1:$((WARREN_PORT + 20000 + i - 1))" --cluster-seeds "$WSEEDS" "${extra[@]}" >>"$OUT/warren$i/log" 2>&1 &
 	WPID[$i]=$!
 	PIDS+=("$!")
 }
@@ -175,6 +184,10 @@ warren_run() {
 	for i in 1 2 3; do warren_wait $i || return; done
 	sleep 2 # the nodes see each other running
 	local u1=amqp://guest:guest@127.0.0.1:$WARREN_PORT/ u2=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 2))/
+	if [[ $QUORUM_ONLY == 1 ]]; then
+		RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
+		return
+	fi
 	RESULT_WARREN_CQ=$(perf warren-classic "$u1" "$u2" classic)
 	if "$BIN/failover" --urls "$u1" --queue cb-probe --queue-type quorum --duration 1s >/dev/null 2>"$OUT/warren-probe.err"; then
 		RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)

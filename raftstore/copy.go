@@ -2,12 +2,14 @@ package raftstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/raft"
 )
 
 // CopyGroup copies everything group srcID stored in src (log entries with
@@ -20,27 +22,27 @@ func CopyGroup(src *Store, srcID uint64, dst *Store, dstID uint64) error {
 	if err := dst.DeleteGroup(dstID); err != nil {
 		return fmt.Errorf("raftstore: empty group %d: %w", dstID, err)
 	}
+	if err := copyLog(src, srcID, dst, dstID); err != nil {
+		return fmt.Errorf("raftstore: copy group %d to %d: %w", srcID, dstID, err)
+	}
 	wb := dst.db.NewWriteBatch()
 	defer wb.Cancel()
 	err := src.db.View(func(txn *badger.Txn) error {
-		for _, kind := range []byte{kindLog, kindStable, kindCommit} {
-			prefix := make([]byte, 9)
-			prefix[0] = kind
-			binary.BigEndian.PutUint64(prefix[1:], srcID)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
-			for it.Rewind(); it.Valid(); it.Next() {
-				k := append([]byte{}, it.Item().Key()...)
-				binary.BigEndian.PutUint64(k[1:9], dstID)
-				v, err := it.Item().ValueCopy(nil)
-				if err == nil {
-					err = wb.Set(k, v)
-				}
-				if err != nil {
-					it.Close()
-					return err
-				}
+		prefix := make([]byte, 9)
+		prefix[0] = kindStable
+		binary.BigEndian.PutUint64(prefix[1:], srcID)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := append([]byte{}, it.Item().Key()...)
+			binary.BigEndian.PutUint64(k[1:9], dstID)
+			v, err := it.Item().ValueCopy(nil)
+			if err == nil {
+				err = wb.Set(k, v)
 			}
-			it.Close()
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -48,19 +50,59 @@ func CopyGroup(src *Store, srcID uint64, dst *Store, dstID uint64) error {
 		err = wb.Flush()
 	}
 	if err == nil {
-		err = dst.db.Sync()
+		err = dst.syncStable()
 	}
 	if err != nil {
 		return fmt.Errorf("raftstore: copy group %d to %d: %w", srcID, dstID, err)
 	}
-	// The bounds are read again at the next Group.
-	dst.mu.Lock()
-	delete(dst.groups, dstID)
-	dst.mu.Unlock()
 	if err := copyDir(src.SnapshotDir(srcID), dst.SnapshotDir(dstID)); err != nil {
 		return fmt.Errorf("raftstore: copy group %d's snapshots: %w", srcID, err)
 	}
 	return nil
+}
+
+// copyLog writes src's entries and commit index of group srcID to dst's
+// (empty) group dstID, durable when it returns.
+func copyLog(src *Store, srcID uint64, dst *Store, dstID uint64) error {
+	sg, err := src.Group(srcID)
+	if err != nil {
+		return err
+	}
+	dg, err := dst.Group(dstID)
+	if err != nil {
+		return err
+	}
+	first, _ := sg.FirstIndex()
+	last, _ := sg.LastIndex()
+	sg.mu.Lock()
+	commit := sg.commit
+	sg.mu.Unlock()
+	r := &request{group: dg}
+	for i := first; first != 0 && i <= last; i++ {
+		var l raft.Log
+		if err := sg.GetLog(i, &l); errors.Is(err, raft.ErrLogNotFound) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		r.entry(dstID, &l, true)
+		if r.size >= 4<<20 {
+			if err := dst.submit(r); err != nil {
+				return err
+			}
+			r = &request{group: dg}
+		}
+	}
+	if commit > 0 {
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], commit)
+		r.record(appendRecord(nil, recCommit, dstID, v[:]))
+		r.commit = commit
+	}
+	if r.size == 0 {
+		return nil
+	}
+	return dst.submit(r)
 }
 
 // copyDir copies the tree under from to to, each file synced; a missing

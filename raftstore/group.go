@@ -3,6 +3,7 @@ package raftstore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -10,16 +11,29 @@ import (
 )
 
 // Group is one Raft group's view of the store: a raft.LogStore, a
-// raft.StableStore and a raft.CommitTrackingLogStore. Writes go through
-// the store's committer; reads go to Badger directly.
+// raft.StableStore and a raft.CommitTrackingLogStore. Log writes go
+// through the store's committer; reads find the entry's place in the
+// group's index and read it from its segment.
 type Group struct {
 	s  *Store
 	id uint64
 
 	mu          sync.Mutex
 	first, last uint64 // 0, 0: no entries
+	locs        []loc  // locs[i]: entry first+i (n 0: none)
 	staged      uint64 // commit index to write with the next StoreLogs
+	commit      uint64 // the last commit index written
+	// recent holds the entries last stored, by index mod its size: raft
+	// reads each entry back right after storing it (a leader to send it
+	// to each follower, a follower to apply it).
+	recent [recentSize]*raft.Log
 }
+
+// recentSize is how many of its last entries a group keeps in memory.
+const recentSize = 8
+
+// loc is where a record lies: segment, offset, length.
+type loc struct{ seq, off, n uint32 }
 
 var (
 	_ raft.LogStore               = (*Group)(nil)
@@ -30,52 +44,110 @@ var (
 // ID is the group's id.
 func (g *Group) ID() uint64 { return g.id }
 
-func (g *Group) loadBounds() error {
-	prefix := make([]byte, 9)
-	prefix[0] = kindLog
-	binary.BigEndian.PutUint64(prefix[1:], g.id)
-	return g.s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		it.Rewind()
-		if it.Valid() {
-			g.first = binary.BigEndian.Uint64(it.Item().Key()[9:])
-		}
-		it.Close()
-		rit := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
-		defer rit.Close()
-		end := append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-		rit.Seek(end)
-		if rit.Valid() {
-			g.last = binary.BigEndian.Uint64(rit.Item().Key()[9:])
-		}
-		return nil
-	})
+// The index: put, deleteRange and drop run on the committer (or at open)
+// with g.mu held or before anyone else can see g; they keep the
+// segments' live counts.
+
+func (g *Group) live(l loc, d int64) {
+	if l.n == 0 {
+		return
+	}
+	if seg := g.s.segs[l.seq]; seg != nil {
+		seg.live += d
+		seg.liveBytes += d * int64(l.n)
+	}
 }
 
-// applied updates the bounds after r was written (the committer calls it).
+// put records that entry idx lies at l (replacing a place it had).
+func (g *Group) put(idx uint64, l loc) {
+	g.live(l, 1)
+	switch {
+	case g.last == 0:
+		g.first, g.last = idx, idx
+		g.locs = append(g.locs[:0], l)
+	case idx > g.last:
+		for g.last+1 < idx {
+			g.locs = append(g.locs, loc{})
+			g.last++
+		}
+		g.locs = append(g.locs, l)
+		g.last = idx
+	case idx < g.first:
+		front := make([]loc, g.first-idx, uint64(len(g.locs))+g.first-idx)
+		front[0] = l
+		g.locs = append(front, g.locs...)
+		g.first = idx
+	default:
+		i := idx - g.first
+		g.live(g.locs[i], -1)
+		g.locs[i] = l
+	}
+}
+
+// deleteRange removes entries min..max.
+func (g *Group) deleteRange(min, max uint64) {
+	if g.last == 0 || max < g.first || min > g.last {
+		return
+	}
+	min, max = maxU(min, g.first), minU(max, g.last)
+	for i := min; i <= max; i++ {
+		g.live(g.locs[i-g.first], -1)
+		g.locs[i-g.first] = loc{}
+	}
+	for i, c := range g.recent {
+		if c != nil && c.Index >= min && c.Index <= max {
+			g.recent[i] = nil
+		}
+	}
+	// The bounds are the first and last entry still there.
+	lo, hi := 0, len(g.locs)
+	for lo < hi && g.locs[lo].n == 0 {
+		lo++
+	}
+	for hi > lo && g.locs[hi-1].n == 0 {
+		hi--
+	}
+	if lo == hi {
+		g.first, g.last, g.locs = 0, 0, nil
+		return
+	}
+	g.first += uint64(lo)
+	g.last = g.first + uint64(hi-lo) - 1
+	if lo > 0 && lo > len(g.locs)/2 {
+		// Let go of the front's memory now and then.
+		g.locs = append([]loc(nil), g.locs[lo:hi]...)
+	} else {
+		g.locs = g.locs[lo:hi]
+	}
+}
+
+// drop removes every entry and the commit index.
+func (g *Group) drop() {
+	for _, l := range g.locs {
+		g.live(l, -1)
+	}
+	g.first, g.last, g.locs, g.commit = 0, 0, nil, 0
+	g.recent = [recentSize]*raft.Log{}
+}
+
+// applied updates the index after r was written (the committer calls it).
 func (g *Group) applied(r *request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case r.dropAll:
-		g.first, g.last = 0, 0
+		g.drop()
 	case r.del:
-		switch {
-		case r.delMin <= g.first && r.delMax >= g.last:
-			g.first, g.last = 0, 0
-		case r.delMin <= g.first:
-			g.first = r.delMax + 1
-		case r.delMax >= g.last:
-			g.last = r.delMin - 1
-		}
+		g.deleteRange(r.delMin, r.delMax)
 	}
-	if r.appends > 0 {
-		if g.first == 0 || r.first < g.first {
-			g.first = r.first
-		}
-		if r.last > g.last {
-			g.last = r.last
-		}
+	for _, e := range r.ents {
+		g.put(e.idx, loc{seq: r.at.seq, off: r.at.off + e.off, n: e.n})
+	}
+	for _, l := range r.logs {
+		g.recent[l.Index%recentSize] = l
+	}
+	if r.commit > g.commit {
+		g.commit = r.commit
 	}
 }
 
@@ -99,21 +171,46 @@ func (g *Group) GetLog(index uint64, l *raft.Log) error {
 	if g.s.closed.Load() {
 		return ErrClosed
 	}
-	err := g.s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(logKey(g.id, index))
-		if err != nil {
-			return err
+	g.mu.Lock()
+	var at loc
+	if g.last != 0 && index >= g.first && index <= g.last {
+		at = g.locs[index-g.first]
+		if c := g.recent[index%recentSize]; c != nil && c.Index == index && at.n != 0 {
+			*l = *c
+			g.mu.Unlock()
+			return nil
 		}
-		b, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		return decodeLog(g.id, index, b, l)
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	}
+	if at.n == 0 {
+		g.mu.Unlock()
 		return raft.ErrLogNotFound
 	}
-	return err
+	// The segment is looked up before g.mu is let go: the committer may
+	// move the entry on (copyForward) and remove its old segment, but not
+	// while the read holds segMu.
+	g.s.segMu.RLock()
+	g.mu.Unlock()
+	seg := g.s.segs[at.seq]
+	buf := make([]byte, at.n)
+	var err error
+	if seg != nil {
+		_, err = seg.f.ReadAt(buf, int64(at.off))
+	}
+	g.s.segMu.RUnlock()
+	if seg == nil {
+		return fmt.Errorf("raftstore: group %d entry %d: segment %d is gone", g.id, index, at.seq)
+	}
+	if err != nil {
+		return err
+	}
+	body, ok := checkRecord(buf, seg.seed)
+	if !ok {
+		return &CorruptError{g.id, index, "checksum mismatch"}
+	}
+	if body[0] != recEntry || binary.BigEndian.Uint64(body[1:9]) != g.id {
+		return &CorruptError{g.id, index, "not this group's entry"}
+	}
+	return decodeEntry(g.id, index, body[recBody:], l)
 }
 
 // StoreLog implements raft.LogStore.
@@ -126,19 +223,29 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	r := &request{group: g, appends: 1, first: logs[0].Index, last: logs[0].Index}
-	r.sets = make([]kv, 0, len(logs)+1)
-	for _, l := range logs {
-		r.sets = append(r.sets, kv{logKey(g.id, l.Index), encodeLog(l)})
-		r.first, r.last = min(r.first, l.Index), max(r.last, l.Index)
-	}
 	g.mu.Lock()
 	staged := g.staged
 	g.mu.Unlock()
+	n := 0
+	for _, l := range logs {
+		n += recHeader + recBody + entryHeader + 4 + len(l.Extensions)
+		if len(l.Data) < 256 {
+			n += len(l.Data)
+		}
+	}
 	if staged > 0 {
-		v := make([]byte, 8)
-		binary.BigEndian.PutUint64(v, staged)
-		r.sets = append(r.sets, kv{commitKey(g.id), v})
+		n += recHeader + recBody + 8
+	}
+	r := &request{group: g, appends: 1, arena: make([]byte, 0, n), ents: make([]entryPos, 0, len(logs)), logs: logs,
+		pieces: make([][]byte, 0, 2*len(logs)+1), recs: make([]int, 0, len(logs)+1)}
+	for _, l := range logs {
+		r.entry(g.id, l, false)
+	}
+	if staged > 0 {
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], staged)
+		r.record(appendRecord(nil, recCommit, g.id, v[:]))
+		r.commit = staged
 	}
 	return g.s.submit(r)
 }
@@ -152,7 +259,12 @@ func (g *Group) DeleteRange(min, max uint64) error {
 		return nil
 	}
 	min, max = maxU(min, first), minU(max, last)
-	return g.s.submit(&request{group: g, del: true, delMin: min, delMax: max})
+	var p [16]byte
+	binary.BigEndian.PutUint64(p[:], min)
+	binary.BigEndian.PutUint64(p[8:], max)
+	r := &request{group: g, del: true, delMin: min, delMax: max}
+	r.record(appendRecord(nil, recDelete, g.id, p[:]))
+	return g.s.submit(r)
 }
 
 func minU(a, b uint64) uint64 {
@@ -183,19 +295,9 @@ func (g *Group) StageCommitIndex(idx uint64) error {
 // GetCommitIndex implements raft.CommitTrackingLogStore: the last commit
 // index written, never above the last entry.
 func (g *Group) GetCommitIndex() (uint64, error) {
-	v, err := g.get(commitKey(g.id))
-	if errors.Is(err, ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if len(v) != 8 {
-		return 0, nil
-	}
-	idx := binary.BigEndian.Uint64(v)
-	last, _ := g.LastIndex()
-	return minU(idx, last), nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return minU(g.commit, g.last), nil
 }
 
 func (g *Group) get(k []byte) ([]byte, error) {
@@ -219,7 +321,17 @@ func (g *Group) get(k []byte) ([]byte, error) {
 
 // Set implements raft.StableStore (durable when it returns).
 func (g *Group) Set(key, val []byte) error {
-	return g.s.submit(&request{group: g, sets: []kv{{stableKey(g.id, key), append([]byte{}, val...)}}})
+	if g.s.closed.Load() {
+		return ErrClosed
+	}
+	g.s.stableMu.Lock()
+	defer g.s.stableMu.Unlock()
+	if err := g.s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(stableKey(g.id, key), append([]byte{}, val...))
+	}); err != nil {
+		return err
+	}
+	return g.s.syncStable()
 }
 
 // Get implements raft.StableStore: ErrNotFound for a key never set.
@@ -243,4 +355,27 @@ func (g *Group) GetUint64(key []byte) (uint64, error) {
 		return 0, errors.New("raftstore: stable value is not 8 bytes")
 	}
 	return binary.BigEndian.Uint64(v), nil
+}
+
+func logKey(group, idx uint64) []byte {
+	k := make([]byte, 17)
+	k[0] = kindLog
+	binary.BigEndian.PutUint64(k[1:], group)
+	binary.BigEndian.PutUint64(k[9:], idx)
+	return k
+}
+
+func stableKey(group uint64, key []byte) []byte {
+	k := make([]byte, 9+len(key))
+	k[0] = kindStable
+	binary.BigEndian.PutUint64(k[1:], group)
+	copy(k[9:], key)
+	return k
+}
+
+func commitKey(group uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = kindCommit
+	binary.BigEndian.PutUint64(k[1:], group)
+	return k
 }

@@ -1,16 +1,17 @@
 // Package raftstore is the storage every Raft group of a node shares, as
-// RabbitMQ's Ra shares one write-ahead log: one Badger database holds the
-// log entries and stable values of all groups, keyed by a group id, and
-// one committer goroutine writes what the groups hand it. Concurrent
-// StoreLogs calls of many groups are written as one Badger transaction and
-// made durable with one sync (group commit across groups). Each group's
-// snapshots are a raft.FileSnapshotStore under <dir>/snapshots/<group>/.
+// RabbitMQ's Ra shares one write-ahead log: the log entries of all groups
+// go to one segmented append-only log (wal.go) written by one committer
+// goroutine. Concurrent StoreLogs calls of many groups are written with
+// one pwritev and made durable with one fdatasync (group commit across
+// groups); where each entry lies is kept in memory, per group, and read
+// back with one pread. The stable values (raft's term and vote) live in a
+// small Badger database beside it, written and synced on their own (they
+// change at elections only). Each group's snapshots are a
+// raft.FileSnapshotStore under <dir>/snapshots/<group>/.
 //
-// Keys: a kind byte, the group id (8 bytes, big-endian), then for log
-// entries the index (8 bytes, big-endian), for stable values the key.
-// Every log entry carries a CRC-32C over its encoding: an entry that fails
-// it is an error, never served (Badger itself cuts a torn tail of its
-// write-ahead log at open, a transaction at a time).
+// Every record of the log carries a CRC-32C: an entry that fails it is an
+// error, never served; a torn tail is cut at open. A store written by an
+// older Warren (log entries in Badger) is moved into the log at open.
 package raftstore
 
 import (
@@ -31,11 +32,12 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Key kinds.
+// Badger key kinds.
 const (
-	kindLog    = 'l'
-	kindStable = 's'
-	kindCommit = 'c' // the staged commit index (raft.CommitTrackingLogStore)
+	kindLog      = 'l' // a log entry (stores before the log: migrated at open)
+	kindStable   = 's'
+	kindCommit   = 'c' // the staged commit index (stores before the log)
+	kindMigrated = 'm' // the Badger-held entries are in the log: drop them
 )
 
 // ErrNotFound is what Get and GetUint64 return for a key never set, worded
@@ -64,6 +66,8 @@ type Options struct {
 	// MaxBatchBytes bounds one group commit (default 8 MiB); more waiting
 	// is written by the next one.
 	MaxBatchBytes int
+	// SegmentBytes is the size of a log segment (default 64 MiB).
+	SegmentBytes int64
 }
 
 // Stats are the store's counters since Open.
@@ -73,6 +77,8 @@ type Stats struct {
 	Entries  uint64 // log entries written
 	Bytes    uint64 // encoded bytes written
 	SyncTime time.Duration
+	Segments int // log segments on disk now
+	Copied   uint64
 }
 
 // AppendsPerSync is Appends / Syncs.
@@ -86,38 +92,125 @@ func (s Stats) AppendsPerSync() float64 {
 // Store is one node's Raft storage. Its methods are safe for concurrent
 // use; Group returns the per-group view raft uses.
 type Store struct {
-	dir  string
-	db   *badger.DB
-	opts Options
+	dir    string
+	walDir string
+	db     *badger.DB
+	opts   Options
 
 	reqs    chan *request
 	stop    chan struct{}
 	stopped chan struct{}
-	gcDone  chan struct{}
+	spareCh chan struct{}
+	bgDone  sync.WaitGroup
 	closed  atomic.Bool
+	failed  atomic.Pointer[error] // a write or sync of the log failed: no more writes
+	// spareReady: wal/spare is there, of SegmentBytes (set by the spare
+	// maker and reclaim, cleared by roll).
+	spareReady atomic.Bool
 
 	mu     sync.Mutex // groups
 	groups map[uint64]*Group
 
-	syncs, appends, entries, bytes, syncNanos atomic.Uint64
+	// segMu guards segs for readers; the committer alone changes it
+	// (and order, cur, and the segments' live counts).
+	segMu sync.RWMutex
+	segs  map[uint32]*segment
+	order []*segment // oldest first
+	cur   *segment
+
+	stableMu sync.Mutex // Set's write and sync
+
+	syncs, appends, entries, bytes, syncNanos, copied atomic.Uint64
+	nsegs                                             atomic.Int64
 }
 
 // request is one write for the committer.
 type request struct {
 	group *Group
-	sets  []kv
+	// The records: pieces in order, the first of each record starting
+	// with its header (CRC empty: the committer fills it in, it depends
+	// on the segment); recs[i] is how many pieces record i spans. An
+	// entry's data is a piece of its own, the caller's slice (not
+	// copied).
+	pieces [][]byte
+	recs   []int
+	size   int
+	arena  []byte     // the headers' bytes
+	ents   []entryPos // the entries among the records
+	logs   []*raft.Log
 	// del, when set, deletes the group's log entries in [delMin, delMax].
 	del            bool
 	delMin, delMax uint64
-	// dropAll deletes everything of the group.
+	// dropAll deletes the group's entries and commit index.
 	dropAll bool
-	first   uint64 // for StoreLogs: the first index written, last the last
-	last    uint64
+	commit  uint64 // a commit index written with it (0: none)
 	appends int
+	copied  bool
+	at      loc // where the records were written (the committer sets it)
 	done    chan error
 }
 
-type kv struct{ k, v []byte }
+// record adds a record of one piece.
+func (r *request) record(b []byte) {
+	r.pieces = append(r.pieces, b)
+	r.recs = append(r.recs, 1)
+	r.size += len(b)
+}
+
+// entry adds l's record; its data is copied only if copyData.
+func (r *request) entry(group uint64, l *raft.Log, copyData bool) {
+	off := r.size
+	n := recBody + entryHeader + len(l.Data) + 4 + len(l.Extensions)
+	start := len(r.arena)
+	r.arena = binary.BigEndian.AppendUint32(r.arena, uint32(n))
+	r.arena = binary.BigEndian.AppendUint32(r.arena, 0)
+	r.arena = append(r.arena, recEntry)
+	r.arena = binary.BigEndian.AppendUint64(r.arena, group)
+	r.arena = binary.BigEndian.AppendUint64(r.arena, l.Index)
+	r.arena = binary.BigEndian.AppendUint64(r.arena, l.Term)
+	r.arena = append(r.arena, byte(l.Type))
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	r.arena = binary.BigEndian.AppendUint64(r.arena, uint64(at))
+	r.arena = binary.BigEndian.AppendUint32(r.arena, uint32(len(l.Data)))
+	pieces := 1
+	if copyData || len(l.Data) < 256 {
+		r.arena = append(r.arena, l.Data...)
+	} else {
+		r.pieces = append(r.pieces, r.arena[start:len(r.arena):len(r.arena)])
+		r.pieces = append(r.pieces, l.Data)
+		start = len(r.arena)
+		pieces += 2 // the header, the data; the tail follows
+	}
+	r.arena = binary.BigEndian.AppendUint32(r.arena, uint32(len(l.Extensions)))
+	r.arena = append(r.arena, l.Extensions...)
+	r.pieces = append(r.pieces, r.arena[start:len(r.arena):len(r.arena)])
+	r.recs = append(r.recs, pieces)
+	r.size += recHeader + n
+	r.ents = append(r.ents, entryPos{idx: l.Index, off: uint32(off), n: uint32(recHeader + n)})
+}
+
+// seal fills in the CRC of each record for a segment of seed.
+func (r *request) seal(seed uint32) {
+	p := 0
+	for _, k := range r.recs {
+		head := r.pieces[p]
+		crc := crc32.Update(seed, castagnoli, head[recHeader:])
+		for j := 1; j < k; j++ {
+			crc = crc32.Update(crc, castagnoli, r.pieces[p+j])
+		}
+		binary.BigEndian.PutUint32(head[4:], crc)
+		p += k
+	}
+}
+
+// entryPos is an entry's place in a request's buffer.
+type entryPos struct {
+	idx    uint64
+	off, n uint32
+}
 
 // Open opens (or creates) the store in dir. It owns a committer goroutine
 // until Close.
@@ -125,24 +218,25 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxBatchBytes <= 0 {
 		opts.MaxBatchBytes = 8 << 20
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = 64 << 20
+	}
+	walDir := filepath.Join(dir, "wal")
+	if err := os.MkdirAll(walDir, 0o755); err != nil {
 		return nil, err
 	}
 	bo := badger.DefaultOptions(filepath.Join(dir, "log")).
-		WithSyncWrites(false). // the committer syncs once per group commit
+		WithSyncWrites(false). // Set syncs
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
-		// Entries go to the value log (appended once); the LSM tree
-		// keeps keys and pointers, so its flushes and compactions stay
-		// small under load. The GC goroutine reclaims what was deleted.
 		WithValueThreshold(512).
-		WithMemTableSize(16 << 20).
-		WithNumMemtables(3).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(16 << 20).
+		WithMemTableSize(4 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(4 << 20).
+		WithIndexCacheSize(4 << 20).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(8).
-		WithValueLogFileSize(64 << 20).
+		WithValueLogFileSize(16 << 20).
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true).
 		WithLogger(badgerLogger{opts.Logger})
@@ -150,32 +244,182 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, reqs: make(chan *request, 1024), stop: make(chan struct{}), stopped: make(chan struct{}), gcDone: make(chan struct{}),
-		groups: map[uint64]*Group{}}
+	s := &Store{dir: dir, walDir: walDir, db: db, opts: opts, reqs: make(chan *request, 1024), stop: make(chan struct{}),
+		stopped: make(chan struct{}), spareCh: make(chan struct{}, 1), groups: map[uint64]*Group{}, segs: map[uint32]*segment{}}
+	if err := s.openLog(); err != nil {
+		s.closeSegments()
+		db.Close()
+		return nil, err
+	}
 	go s.committer()
-	go s.gc()
+	if !opts.NoSync {
+		s.bgDone.Add(1)
+		go s.spares()
+	}
+	if err := s.migrate(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("raftstore: move the log out of Badger: %w", err)
+	}
 	return s, nil
 }
 
-// gcInterval is how often the value-log GC looks for files to rewrite.
-const gcInterval = 30 * time.Second
+// openLog reads every segment into the groups' indexes, seals the last
+// at the tail it found and starts a new one.
+func (s *Store) openLog() error {
+	seqs, err := listSegments(s.walDir)
+	if err != nil {
+		return err
+	}
+	for i, seq := range seqs {
+		if seq > 1<<32-1 {
+			return fmt.Errorf("raftstore: segment %s: seq out of range", segName(seq))
+		}
+		f, err := os.OpenFile(filepath.Join(s.walDir, segName(seq)), os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		seg := &segment{seq: seq, seed: seqSeed(seq), f: f, size: fi.Size()}
+		s.segs[uint32(seq)] = seg
+		s.order = append(s.order, seg)
+		sealed, err := scanSegment(seg, func(off int64, n int, body []byte) error {
+			return s.replay(seg, off, n, body)
+		})
+		if err != nil {
+			return fmt.Errorf("raftstore: segment %s: %w", segName(seq), err)
+		}
+		if !sealed && i < len(seqs)-1 {
+			return fmt.Errorf("raftstore: segment %s is damaged at offset %d (not the last segment, so not a torn tail)", segName(seq), seg.end)
+		}
+		if !sealed {
+			// The tail a crash left: sealed where the valid records end.
+			if err := s.seal(seg); err != nil {
+				return err
+			}
+		}
+	}
+	s.nsegs.Store(int64(len(s.order)))
+	return s.roll(0)
+}
 
-// gc rewrites value-log files that are mostly deleted entries (raft's
-// compaction after snapshots, deleted groups), until Close.
-func (s *Store) gc() {
-	defer close(s.gcDone)
-	t := time.NewTicker(gcInterval)
-	defer t.Stop()
+// replay applies one record read at open.
+func (s *Store) replay(seg *segment, off int64, n int, body []byte) error {
+	kind, gid, p := body[0], binary.BigEndian.Uint64(body[1:9]), body[9:]
+	g := s.groupState(gid)
+	switch kind {
+	case recEntry:
+		if len(p) < 8 {
+			return fmt.Errorf("an entry record of %d bytes at %d", len(body), off)
+		}
+		g.put(binary.BigEndian.Uint64(p), loc{seq: uint32(seg.seq), off: uint32(off), n: uint32(n)})
+	case recCommit:
+		if len(p) == 8 {
+			g.commit = binary.BigEndian.Uint64(p)
+		}
+	case recDelete:
+		if len(p) == 16 {
+			g.deleteRange(binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:]))
+		}
+	case recDrop:
+		g.drop()
+	}
+	return nil
+}
+
+// groupState is group id's state, created empty if new.
+func (s *Store) groupState(id uint64) *Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[id]
+	if g == nil {
+		g = &Group{s: s, id: id}
+		s.groups[id] = g
+	}
+	return g
+}
+
+// seal writes seg's seal record at its end and syncs it.
+func (s *Store) seal(seg *segment) error {
+	b := appendRecord(nil, recSeal, 0)
+	sealRecords(b, seg.seed)
+	if _, err := seg.f.WriteAt(b, seg.end); err != nil {
+		return err
+	}
+	seg.end += int64(len(b))
+	if s.opts.NoSync {
+		return nil
+	}
+	return fdatasync(seg.f)
+}
+
+// roll seals the current segment (synced) and starts the next, of at
+// least need bytes: the spare file when it fits, else a new file.
+func (s *Store) roll(need int64) error {
+	seq := uint64(1)
+	if n := len(s.order); n > 0 {
+		seq = s.order[n-1].seq + 1
+	}
+	if s.cur != nil {
+		if err := s.seal(s.cur); err != nil {
+			return err
+		}
+	}
+	if seq > 1<<32-1 {
+		return errors.New("raftstore: out of segment numbers")
+	}
+	size := s.opts.SegmentBytes
+	path := filepath.Join(s.walDir, segName(seq))
+	prealloc := false
+	if need+sealSize > size {
+		size = need + sealSize
+	} else if !s.opts.NoSync {
+		spare := filepath.Join(s.walDir, spareName)
+		if fi, err := os.Stat(spare); err == nil && fi.Size() == size {
+			if err := os.Rename(spare, path); err != nil {
+				return err
+			}
+			prealloc = true
+		}
+		s.spareReady.Store(false)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if !s.opts.NoSync {
+		if err := syncDir(s.walDir); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	seg := &segment{seq: seq, seed: seqSeed(seq), f: f, size: size, prealloc: prealloc}
+	s.segMu.Lock()
+	s.segs[uint32(seq)] = seg
+	s.order = append(s.order, seg)
+	s.cur = seg
+	s.segMu.Unlock()
+	s.nsegs.Store(int64(len(s.order)))
+	return nil
+}
+
+// spares makes a spare segment when the committer asks, until Close.
+func (s *Store) spares() {
+	defer s.bgDone.Done()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-s.spareCh:
 		}
-		for range 16 {
-			if s.db.RunValueLogGC(0.5) != nil {
-				break
-			}
+		err := makeSpare(s.walDir, s.opts.SegmentBytes, s.stop)
+		if err == nil {
+			s.spareReady.Store(true)
+		} else if s.opts.Logger != nil && !s.closed.Load() {
+			s.opts.Logger("raftstore: cannot make a spare log segment: %v", err)
 		}
 	}
 }
@@ -186,35 +430,38 @@ func (s *Store) Dir() string { return s.dir }
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), Appends: s.appends.Load(), Entries: s.entries.Load(), Bytes: s.bytes.Load(),
-		SyncTime: time.Duration(s.syncNanos.Load())}
+		SyncTime: time.Duration(s.syncNanos.Load()), Segments: int(s.nsegs.Load()), Copied: s.copied.Load()}
 }
 
 // Close stops the committer (after what waits is written) and closes the
-// database. Groups must not be used afterwards.
+// log and the database. Groups must not be used afterwards.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	close(s.stop)
 	<-s.stopped
-	<-s.gcDone
+	s.bgDone.Wait()
+	s.segMu.Lock()
+	s.closeSegments()
+	s.segMu.Unlock()
 	return s.db.Close()
 }
 
-// Group returns group id's view of the store, reading its first and last
-// log index the first time.
+func (s *Store) closeSegments() {
+	for _, seg := range s.order {
+		seg.f.Close()
+	}
+	s.segs = map[uint32]*segment{}
+	s.order = nil
+}
+
+// Group returns group id's view of the store.
 func (s *Store) Group(id uint64) (*Group, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groups[id]; g != nil {
-		return g, nil
+	if s.closed.Load() {
+		return nil, ErrClosed
 	}
-	g := &Group{s: s, id: id}
-	if err := g.loadBounds(); err != nil {
-		return nil, err
-	}
-	s.groups[id] = g
-	return g, nil
+	return s.groupState(id), nil
 }
 
 // SnapshotDir is where group id keeps its snapshots.
@@ -235,21 +482,81 @@ func (s *Store) DeleteGroup(id uint64) error {
 	if err != nil {
 		return err
 	}
-	err = s.submit(&request{group: g, dropAll: true})
-	s.mu.Lock()
-	delete(s.groups, id)
-	s.mu.Unlock()
+	r := &request{group: g, dropAll: true}
+	r.record(appendRecord(nil, recDrop, id))
+	err = s.submit(r)
+	if derr := s.dropStable(id); derr != nil && err == nil {
+		err = derr
+	}
 	if rerr := os.RemoveAll(s.SnapshotDir(id)); rerr != nil && err == nil {
 		err = rerr
 	}
+	s.dropGroupState(id)
 	return err
 }
 
+// dropStable removes group id's stable values (and a commit index an
+// older store kept in Badger).
+func (s *Store) dropStable(id uint64) error {
+	var prefixes [][]byte
+	for _, k := range []byte{kindStable, kindCommit} {
+		p := make([]byte, 9)
+		p[0] = k
+		binary.BigEndian.PutUint64(p[1:], id)
+		prefixes = append(prefixes, p)
+	}
+	// Only if there is any: DropPrefix blocks writes while it runs.
+	found := false
+	s.db.View(func(txn *badger.Txn) error {
+		for _, p := range prefixes {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			it.Rewind()
+			found = found || it.Valid()
+			it.Close()
+		}
+		return nil
+	})
+	if !found {
+		return nil
+	}
+	if err := s.db.DropPrefix(prefixes...); err != nil {
+		return err
+	}
+	return s.syncStable()
+}
+
+func (s *Store) syncStable() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	return s.db.Sync()
+}
+
 // GroupIDs lists the groups that have anything stored (a log entry, a
-// stable value or a snapshot directory).
+// commit index, a stable value or a snapshot directory).
 func (s *Store) GroupIDs() ([]uint64, error) {
 	seen := map[uint64]bool{}
 	var ids []uint64
+	add := func(id uint64) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Lock()
+	gs := make([]*Group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	s.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		any := g.last != 0 || g.commit != 0
+		g.mu.Unlock()
+		if any {
+			add(g.id)
+		}
+	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{})
 		defer it.Close()
@@ -259,11 +566,7 @@ func (s *Store) GroupIDs() ([]uint64, error) {
 				it.Next()
 				continue
 			}
-			id := binary.BigEndian.Uint64(k[1:9])
-			if !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
+			add(binary.BigEndian.Uint64(k[1:9]))
 			// Skip the rest of this kind and group.
 			next := append([]byte{k[0]}, k[1:9]...)
 			if !incr(next) {
@@ -275,9 +578,8 @@ func (s *Store) GroupIDs() ([]uint64, error) {
 	})
 	if ents, rerr := os.ReadDir(filepath.Join(s.dir, "snapshots")); rerr == nil {
 		for _, e := range ents {
-			if id, perr := strconv.ParseUint(e.Name(), 10, 64); perr == nil && !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
+			if id, perr := strconv.ParseUint(e.Name(), 10, 64); perr == nil {
+				add(id)
 			}
 		}
 	}
@@ -300,6 +602,9 @@ func (s *Store) submit(r *request) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
 	r.done = make(chan error, 1)
 	select {
 	case s.reqs <- r:
@@ -320,9 +625,9 @@ func (s *Store) submit(r *request) error {
 	}
 }
 
-// committer writes what the groups hand it: every request waiting is
-// written in one transaction (split where Badger's limit says) and synced
-// once, then each caller is told, in order.
+// committer writes what the groups hand it: every request waiting (up to
+// MaxBatchBytes) is written with one pwritev and synced once, then each
+// caller is told, in order.
 func (s *Store) committer() {
 	defer close(s.stopped)
 	for {
@@ -340,149 +645,173 @@ func (s *Store) committer() {
 			}
 		}
 		batch := []*request{first}
-		size := reqSize(first)
+		size := first.size
 	more:
 		for size < s.opts.MaxBatchBytes {
 			select {
 			case r := <-s.reqs:
 				batch = append(batch, r)
-				size += reqSize(r)
+				size += r.size
 			default:
 				break more
 			}
 		}
 		s.commit(batch)
+		s.reclaim()
 	}
 }
 
-func reqSize(r *request) int {
-	n := 0
-	for _, x := range r.sets {
-		n += len(x.k) + len(x.v)
-	}
-	return n
-}
-
-// commit writes batch and syncs it. Deletions of ranges run in the same
-// order as the writes around them.
+// commit writes batch at the log's end and syncs it, then applies each
+// request to its group's index and answers it.
 func (s *Store) commit(batch []*request) {
-	var err error
-	txn := s.db.NewTransaction(true)
-	set := func(k, v []byte) error {
-		e := txn.Set(k, v)
-		if errors.Is(e, badger.ErrTxnTooBig) {
-			if e = txn.Commit(); e != nil {
-				return e
-			}
-			txn = s.db.NewTransaction(true)
-			e = txn.Set(k, v)
-		}
-		return e
-	}
-	del := func(k []byte) error {
-		e := txn.Delete(k)
-		if errors.Is(e, badger.ErrTxnTooBig) {
-			if e = txn.Commit(); e != nil {
-				return e
-			}
-			txn = s.db.NewTransaction(true)
-			e = txn.Delete(k)
-		}
-		return e
+	err := s.write(batch)
+	if err != nil && s.failed.Load() == nil {
+		// What the file holds past its last sync is unknown now: the
+		// store takes no more writes (a restart reads what is durable).
+		werr := fmt.Errorf("raftstore: log write failed: %w", err)
+		s.failed.Store(&werr)
 	}
 	appends, entries, bytes := 0, 0, 0
-	errs := make([]error, len(batch))
-	for i, r := range batch {
-		var rerr error
-		switch {
-		case r.dropAll:
-			// Written at once: a drop must not wait behind the batch's
-			// transaction, and it is ordered after what came before.
-			if rerr = txn.Commit(); rerr == nil {
-				rerr = s.dropGroup(r.group.id)
-			}
-			txn = s.db.NewTransaction(true)
-		case r.del:
-			for idx := r.delMin; idx <= r.delMax && rerr == nil; idx++ {
-				rerr = del(logKey(r.group.id, idx))
-				if idx == ^uint64(0) {
-					break
-				}
-			}
-		}
-		for _, x := range r.sets {
-			if rerr != nil {
-				break
-			}
-			rerr = set(x.k, x.v)
-			bytes += len(x.k) + len(x.v)
-		}
-		if rerr != nil {
-			errs[i] = rerr
-			err = rerr
-		}
-		if r.appends > 0 {
+	for _, r := range batch {
+		if err == nil {
+			r.group.applied(r)
 			appends += r.appends
-			entries += len(r.sets)
+			entries += len(r.ents)
+			bytes += r.size
 		}
-	}
-	if cerr := txn.Commit(); cerr != nil && err == nil {
-		err = cerr
-	}
-	if err == nil && !s.opts.NoSync {
-		t := time.Now()
-		err = s.db.Sync()
-		s.syncNanos.Add(uint64(time.Since(t)))
 	}
 	s.syncs.Add(1)
 	s.appends.Add(uint64(appends))
 	s.entries.Add(uint64(entries))
 	s.bytes.Add(uint64(bytes))
-	for i, r := range batch {
-		e := errs[i]
-		if e == nil {
-			e = err
-		}
-		if e == nil {
-			r.group.applied(r)
-		}
-		r.done <- e
+	for _, r := range batch {
+		r.done <- err
 	}
 }
 
-func (s *Store) dropGroup(id uint64) error {
-	var prefixes [][]byte
-	for _, k := range []byte{kindLog, kindStable, kindCommit} {
-		p := make([]byte, 9)
-		p[0] = k
-		binary.BigEndian.PutUint64(p[1:], id)
-		prefixes = append(prefixes, p)
+// write puts the requests' records at the end of the log (rolling to a
+// new segment where one does not fit) and syncs them. Each request's
+// entries get their place (r.at).
+func (s *Store) write(batch []*request) error {
+	if p := s.failed.Load(); p != nil {
+		return *p
 	}
-	// DropPrefix blocks writes while it runs; a queue deletion is rare.
-	return s.db.DropPrefix(prefixes...)
+	var bufs [][]byte
+	start := s.cur.end
+	flush := func() error {
+		if len(bufs) == 0 {
+			return nil
+		}
+		if err := writev(s.cur.f, bufs, start); err != nil {
+			return err
+		}
+		bufs = bufs[:0]
+		start = s.cur.end
+		return nil
+	}
+	if s.growing() && s.spareReady.Load() {
+		// A file that grows costs its fdatasync a metadata update: on to
+		// the preallocated spare now rather than at the segment's end.
+		if err := s.roll(0); err != nil {
+			return err
+		}
+		start = s.cur.end
+	}
+	for _, r := range batch {
+		n := int64(r.size)
+		if n == 0 {
+			continue
+		}
+		if s.cur.end+n > s.cur.size-sealSize {
+			// The segment's writes so far, its seal (synced), then the
+			// next segment.
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := s.roll(n); err != nil {
+				return err
+			}
+			start = s.cur.end
+		}
+		r.seal(s.cur.seed)
+		r.at = loc{seq: uint32(s.cur.seq), off: uint32(s.cur.end)}
+		s.cur.end += n
+		bufs = append(bufs, r.pieces...)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if !s.opts.NoSync {
+		t := time.Now()
+		err := fdatasync(s.cur.f)
+		s.syncNanos.Add(uint64(time.Since(t)))
+		if err != nil {
+			return err
+		}
+		if (s.cur.end > s.cur.size/2 && s.cur.size == s.opts.SegmentBytes) || s.growing() {
+			select {
+			case s.spareCh <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return nil
 }
 
-func logKey(group, idx uint64) []byte {
-	k := make([]byte, 17)
-	k[0] = kindLog
-	binary.BigEndian.PutUint64(k[1:], group)
-	binary.BigEndian.PutUint64(k[9:], idx)
-	return k
+// growing reports whether the current segment is a file that grows (not
+// made from a spare) and has seen traffic: a store that takes more than
+// a few writes gets a spare at once. (Not at open: every broker start
+// in a test would zero-fill a segment.)
+func (s *Store) growing() bool {
+	return !s.opts.NoSync && !s.cur.prealloc && s.cur.end >= growingBytes
 }
 
-func stableKey(group uint64, key []byte) []byte {
-	k := make([]byte, 9+len(key))
-	k[0] = kindStable
-	binary.BigEndian.PutUint64(k[1:], group)
-	copy(k[9:], key)
-	return k
+// growingBytes: a growing segment with this much written asks for a spare.
+const growingBytes = 1 << 20
+
+// reclaim removes the oldest segments no group has a live entry in (the
+// spare keeps one of them for reuse), and moves the live entries out of
+// the oldest when it is mostly dead.
+func (s *Store) reclaim() {
+	removed := false
+	defer func() {
+		// Removals are durable in order: a removed segment that came back
+		// could hold entries whose deletion was in a later removed one.
+		if removed && !s.opts.NoSync {
+			syncDir(s.walDir)
+		}
+	}()
+	for len(s.order) > 1 && s.order[0] != s.cur && s.order[0].live <= 0 {
+		removed = true
+		old := s.order[0]
+		s.segMu.Lock()
+		delete(s.segs, uint32(old.seq))
+		s.order = s.order[1:]
+		s.segMu.Unlock()
+		s.nsegs.Store(int64(len(s.order)))
+		old.f.Close()
+		path := filepath.Join(s.walDir, segName(old.seq))
+		spare := filepath.Join(s.walDir, spareName)
+		recycled := false
+		if !s.opts.NoSync && old.size == s.opts.SegmentBytes {
+			if _, err := os.Stat(spare); os.IsNotExist(err) {
+				recycled = os.Rename(path, spare) == nil
+				if recycled {
+					s.spareReady.Store(true)
+				}
+			}
+		}
+		if !recycled {
+			os.Remove(path)
+		}
+	}
+	s.copyForward()
 }
 
-func commitKey(group uint64) []byte {
-	k := make([]byte, 9)
-	k[0] = kindCommit
-	binary.BigEndian.PutUint64(k[1:], group)
-	return k
+func (s *Store) dropGroupState(id uint64) {
+	s.mu.Lock()
+	delete(s.groups, id)
+	s.mu.Unlock()
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -558,4 +887,69 @@ func (l badgerLogger) log(f string, a ...any) {
 	if l.f != nil {
 		l.f(f, a...)
 	}
+}
+
+// copyMax bounds what one copyForward writes (the committer is busy
+// meanwhile).
+const copyMax = 4 << 20
+
+// copyForward writes the live entries of the oldest segment, when it is
+// mostly dead and not alone, again at the head of the log, up to copyMax
+// at a time: a queue holding a few old messages then pins one segment,
+// not every segment written since. The copies are records like any other
+// (a reopen takes the later place of an entry).
+func (s *Store) copyForward() {
+	if len(s.order) < 3 || s.failed.Load() != nil {
+		return
+	}
+	old := s.order[0]
+	if old == s.cur || old.liveBytes*4 > old.size {
+		return
+	}
+	s.mu.Lock()
+	gs := make([]*Group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	s.mu.Unlock()
+	var batch []*request
+	total := 0
+	for _, g := range gs {
+		if total >= copyMax {
+			break
+		}
+		g.mu.Lock()
+		var r *request
+		for i, l := range g.locs {
+			if l.seq != uint32(old.seq) || l.n == 0 {
+				continue
+			}
+			if r == nil {
+				r = &request{group: g, copied: true, done: make(chan error, 1)}
+			}
+			b := make([]byte, l.n)
+			if _, err := old.f.ReadAt(b, int64(l.off)); err != nil {
+				continue
+			}
+			r.ents = append(r.ents, entryPos{idx: g.first + uint64(i), off: uint32(r.size), n: l.n})
+			r.record(b)
+			total += int(l.n)
+			if total >= copyMax {
+				break
+			}
+		}
+		g.mu.Unlock()
+		if r != nil {
+			batch = append(batch, r)
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	s.commit(batch)
+	n := 0
+	for _, r := range batch {
+		n += len(r.ents)
+	}
+	s.copied.Add(uint64(n))
 }

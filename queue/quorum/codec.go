@@ -57,8 +57,22 @@ func (e *encoder) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
 func (e *encoder) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
 func (e *encoder) i64(v int64)  { e.u64(uint64(v)) }
 func (e *encoder) bytes(v []byte) {
+	e.grow(4 + len(v))
 	e.u32(uint32(len(v)))
 	e.b = append(e.b, v...)
+}
+
+// grow makes room for n more bytes, doubling: append grows a large
+// buffer by a quarter at a time, and an inbox of message bodies (the
+// proposer's batch) was copied about four times over on its way to its
+// final size.
+func (e *encoder) grow(n int) {
+	if cap(e.b)-len(e.b) >= n {
+		return
+	}
+	nb := make([]byte, len(e.b), 2*cap(e.b)+n)
+	copy(nb, e.b)
+	e.b = nb
 }
 func (e *encoder) str(v string) {
 	e.u32(uint32(len(v)))
