@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -272,6 +273,9 @@ type meta struct {
 	// was applied here.
 	startedMu sync.Mutex
 	started   chan struct{}
+
+	// appliedOnce registers warren.applied (awaitApplied) on the node.
+	appliedOnce sync.Once
 }
 
 func newMeta(s *Server) *meta {
@@ -295,6 +299,17 @@ func (m *meta) isSelf(node string) bool { return node == m.self }
 // proposeTimeout.
 func (s *Server) propose(c *metaCmd) (metaResult, error) {
 	m := s.meta
+	if c.Op == opQueueDeclare && c.Queue != nil {
+		// RabbitMQ refuses any declaration of a queue whose home node
+		// is down (404) before it compares arguments.
+		if v := s.vhost(c.VHost); v != nil {
+			if q := v.lookupQueue(c.Queue.Name); q != nil {
+				if err := homeDown(q); err != nil {
+					return metaResult{}, err
+				}
+			}
+		}
+	}
 	c.ID = m.idBase + fmt.Sprint(m.nextID.Add(1))
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -307,8 +322,12 @@ func (s *Server) propose(c *metaCmd) (metaResult, error) {
 		if n == nil {
 			return metaResult{}, errClusterDown
 		}
+		m.appliedOnce.Do(func() { n.Handle(appliedMethod, s.handleApplied) })
 		out, err := n.Propose(ctx, b)
 		if err == nil {
+			// Propose returned after this node's Apply of the command:
+			// the applied index is at least the command's.
+			s.awaitApplied(n, n.AppliedIndex())
 			var r metaResult
 			if err := json.Unmarshal(out, &r); err != nil {
 				return metaResult{}, fmt.Errorf("cluster: metadata result: %w", err)
@@ -324,6 +343,55 @@ func (s *Server) propose(c *metaCmd) (metaResult, error) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// A definition change is answered once every running node applied it, as
+// RabbitMQ answers once its Mnesia transaction is committed on every
+// running node: a client that declares a queue through one node and uses
+// it through another at once finds it there (else: 404, or a publish
+// routed nowhere). The proposing node asks each other running member
+// (warren.applied, the index) and waits for their answers, at most
+// appliedWait: a node that does not answer in time (down, but not yet
+// seen so by the probes) holds no reply up longer. Followers learn of a
+// commit with the leader's next AppendEntries, within raft's
+// CommitTimeout (50 ms).
+const (
+	appliedMethod = "warren.applied"
+	appliedWait   = 2 * time.Second
+)
+
+// awaitApplied returns once every other running member applied the
+// metadata log up to idx, or after appliedWait.
+func (s *Server) awaitApplied(n *cluster.Node, idx uint64) {
+	ctx, cancel := context.WithTimeout(s.clusterCtx, appliedWait)
+	defer cancel()
+	req := binary.BigEndian.AppendUint64(nil, idx)
+	var wg sync.WaitGroup
+	for _, mb := range n.Members() {
+		if mb.Name == s.meta.self || !mb.Running {
+			continue
+		}
+		wg.Go(func() { n.Call(ctx, mb.Name, appliedMethod, req) })
+	}
+	wg.Wait()
+}
+
+// handleApplied is warren.applied: it answers once this node applied
+// the metadata log up to the index asked for (or the call's deadline).
+func (s *Server) handleApplied(ctx context.Context, _ string, req []byte) ([]byte, error) {
+	if len(req) != 8 {
+		return nil, errors.New("warren.applied: want an 8-byte index")
+	}
+	idx := binary.BigEndian.Uint64(req)
+	n := s.cluster
+	for n != nil && n.AppliedIndex() < idx {
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return nil, nil
 }
 
 // errClusterDown: the metadata group did not commit a change in time.
