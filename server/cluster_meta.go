@@ -276,6 +276,17 @@ type meta struct {
 
 	// appliedOnce registers warren.applied (awaitApplied) on the node.
 	appliedOnce sync.Once
+
+	// mineMu guards mine: this node's Apply results of the commands it
+	// proposed, by id, until propose takes them. Propose returns the
+	// leader's result; a queue deletion's message count is the home's,
+	// so the proposing node answers with its own.
+	mineMu sync.Mutex
+	mine   map[string][]byte
+
+	// kickMu guards kicking: nodes kickReady asks now.
+	kickMu  sync.Mutex
+	kicking map[string]bool
 }
 
 func newMeta(s *Server) *meta {
@@ -283,7 +294,7 @@ func newMeta(s *Server) *meta {
 	rand.Read(b[:])
 	return &meta{
 		s: s, self: s.cfg.Cluster.NodeName, recent: map[string][]byte{},
-		stash: map[qkey]stashed{}, incs: map[qkey]uint64{},
+		stash: map[qkey]stashed{}, incs: map[qkey]uint64{}, mine: map[string][]byte{}, kicking: map[string]bool{},
 		idBase: s.cfg.Cluster.NodeName + "/" + hex.EncodeToString(b[:]) + "/", started: make(chan struct{}),
 	}
 }
@@ -328,6 +339,9 @@ func (s *Server) propose(c *metaCmd) (metaResult, error) {
 			// Propose returned after this node's Apply of the command:
 			// the applied index is at least the command's.
 			s.awaitApplied(n, n.AppliedIndex())
+			if own, ok := m.takeMine(c.ID); ok {
+				out = own
+			}
 			var r metaResult
 			if err := json.Unmarshal(out, &r); err != nil {
 				return metaResult{}, fmt.Errorf("cluster: metadata result: %w", err)
@@ -343,6 +357,27 @@ func (s *Server) propose(c *metaCmd) (metaResult, error) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// maxMine bounds meta.mine (results of proposals that gave up before
+// their Apply are never taken).
+const maxMine = 4096
+
+func (m *meta) putMine(id string, out []byte) {
+	m.mineMu.Lock()
+	defer m.mineMu.Unlock()
+	if len(m.mine) >= maxMine {
+		clear(m.mine)
+	}
+	m.mine[id] = out
+}
+
+func (m *meta) takeMine(id string) ([]byte, bool) {
+	m.mineMu.Lock()
+	defer m.mineMu.Unlock()
+	out, ok := m.mine[id]
+	delete(m.mine, id)
+	return out, ok
 }
 
 // A definition change is answered once every running node applied it, as
@@ -411,6 +446,9 @@ func (m *meta) Apply(index uint64, b []byte) []byte {
 	}
 	res := m.apply(index, &c)
 	out, _ := json.Marshal(res)
+	if strings.HasPrefix(c.ID, m.idBase) {
+		m.putMine(c.ID, out)
+	}
 	if c.ID != "" {
 		m.recent[c.ID] = out
 		m.order = append(m.order, c.ID)
@@ -485,6 +523,9 @@ func (m *meta) nodeStarted(node string, ours bool) {
 			v.applyQueueDelete(name, 0)
 		}
 	}
+	if !ours && node != m.self {
+		m.kickReady(node)
+	}
 	if ours {
 		m.startedMu.Lock()
 		select {
@@ -494,6 +535,40 @@ func (m *meta) nodeStarted(node string, ours bool) {
 		}
 		m.startedMu.Unlock()
 	}
+}
+
+// kickReady: node proposed its node.started, so it is about to serve
+// (or serves) its queues again. While this node still has it down, ask
+// it whether it is ready now (awaitReady) rather than wait for the
+// membership probes to see it running: RabbitMQ's other nodes have a
+// restarted node's queues back as soon as it has them. Only for entries
+// applied after this process's own start (not a replayed history), once
+// per node at a time.
+func (m *meta) kickReady(node string) {
+	s := m.s
+	select {
+	case <-m.started:
+	default:
+		return
+	}
+	n := s.cluster
+	if n == nil || s.remote == nil || !s.remote.isDown(node) || s.clusterCtx.Err() != nil {
+		return
+	}
+	m.kickMu.Lock()
+	defer m.kickMu.Unlock()
+	if m.kicking[node] {
+		return
+	}
+	m.kicking[node] = true
+	s.clusterWG.Add(1)
+	go func() {
+		defer s.clusterWG.Done()
+		s.awaitReady(n, node)
+		m.kickMu.Lock()
+		delete(m.kicking, node)
+		m.kickMu.Unlock()
+	}()
 }
 
 // transientOf lists, sorted, the non-durable replicated queues homed on
