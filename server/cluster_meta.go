@@ -283,10 +283,6 @@ type meta struct {
 	// so the proposing node answers with its own.
 	mineMu sync.Mutex
 	mine   map[string][]byte
-
-	// kickMu guards kicking: nodes kickReady asks now.
-	kickMu  sync.Mutex
-	kicking map[string]bool
 }
 
 func newMeta(s *Server) *meta {
@@ -294,7 +290,7 @@ func newMeta(s *Server) *meta {
 	rand.Read(b[:])
 	return &meta{
 		s: s, self: s.cfg.Cluster.NodeName, recent: map[string][]byte{},
-		stash: map[qkey]stashed{}, incs: map[qkey]uint64{}, mine: map[string][]byte{}, kicking: map[string]bool{},
+		stash: map[qkey]stashed{}, incs: map[qkey]uint64{}, mine: map[string][]byte{},
 		idBase: s.cfg.Cluster.NodeName + "/" + hex.EncodeToString(b[:]) + "/", started: make(chan struct{}),
 	}
 }
@@ -523,9 +519,6 @@ func (m *meta) nodeStarted(node string, ours bool) {
 			v.applyQueueDelete(name, 0)
 		}
 	}
-	if !ours && node != m.self {
-		m.kickReady(node)
-	}
 	if ours {
 		m.startedMu.Lock()
 		select {
@@ -535,40 +528,6 @@ func (m *meta) nodeStarted(node string, ours bool) {
 		}
 		m.startedMu.Unlock()
 	}
-}
-
-// kickReady: node proposed its node.started, so it is about to serve
-// (or serves) its queues again. While this node still has it down, ask
-// it whether it is ready now (awaitReady) rather than wait for the
-// membership probes to see it running: RabbitMQ's other nodes have a
-// restarted node's queues back as soon as it has them. Only for entries
-// applied after this process's own start (not a replayed history), once
-// per node at a time.
-func (m *meta) kickReady(node string) {
-	s := m.s
-	select {
-	case <-m.started:
-	default:
-		return
-	}
-	n := s.cluster
-	if n == nil || s.remote == nil || !s.remote.isDown(node) || s.clusterCtx.Err() != nil {
-		return
-	}
-	m.kickMu.Lock()
-	defer m.kickMu.Unlock()
-	if m.kicking[node] {
-		return
-	}
-	m.kicking[node] = true
-	s.clusterWG.Add(1)
-	go func() {
-		defer s.clusterWG.Done()
-		s.awaitReady(n, node)
-		m.kickMu.Lock()
-		delete(m.kicking, node)
-		m.kickMu.Unlock()
-	}()
 }
 
 // transientOf lists, sorted, the non-durable replicated queues homed on
