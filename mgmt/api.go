@@ -452,7 +452,16 @@ func (s *Server) queueJSON(node string, qi server.QueueInfo, owners map[string]s
 	if c, ok := owners[qi.Owner]; ok && qi.Owner != "" {
 		owner = &c
 	}
-	return toQueue(node, qi, owner)
+	j := toQueue(node, qi, owner)
+	// In a cluster a queue lives on its home node (RabbitMQ's node), down
+	// while that node is; a quorum queue's node is its leader (toQueue).
+	if home, up := s.broker.QueueHome(qi.VHost, qi.Name); home != "" && qi.Members == nil && qi.Type != "quorum" {
+		j.Node = home
+		if !up {
+			j.State = stateDown
+		}
+	}
+	return j
 }
 
 func (s *Server) getQueues(q *request) error {
@@ -487,6 +496,11 @@ func (s *Server) getQueue(q *request) error {
 	}
 	node := s.broker.NodeName()
 	j := s.queueJSON(node, qi, s.ownerIndex())
+	if j.State == stateDown {
+		// RabbitMQ 3.10 answers 404 for a queue whose home node is down
+		// (its listing shows it, state "down").
+		return notFound()
+	}
 	view, rates := s.stats()
 	k := queueKey(qi.VHost, qi.Name)
 	j.MessageStats = messageStats(view.queues[k], rates.queues[k], queueCounters)

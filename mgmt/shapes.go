@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -26,6 +27,7 @@ var sprintf = fmt.Sprintf
 const (
 	protocolName = "AMQP 0-9-1"
 	stateRunning = "running"
+	stateDown    = "down" // a queue whose home node is down
 )
 
 // table is a JSON object holding AMQP field-table values.
@@ -458,6 +460,10 @@ type nodeJSON struct {
 	FDUsed         int                `json:"fd_used"`
 	FDTotal        uint64             `json:"fd_total"`
 	ProcUsed       int                `json:"proc_used"`
+	ProcTotal      int                `json:"proc_total"`
+	SocketsUsed    int                `json:"sockets_used"`
+	SocketsTotal   uint64             `json:"sockets_total"`
+	RunQueue       int                `json:"run_queue"`
 	RatesMode      string             `json:"rates_mode"`
 	DBDir          string             `json:"db_dir"`
 	Partitions     []string           `json:"partitions"`
@@ -468,6 +474,24 @@ type nodeJSON struct {
 	IOSyncAvgTime  float64            `json:"io_sync_avg_time"` // milliseconds
 	MsgStoreWrite  uint64             `json:"msg_store_write_count"`
 }
+
+// MarshalJSON writes a node that does not run as RabbitMQ lists a
+// stopped one: its name, type and running only.
+func (n nodeJSON) MarshalJSON() ([]byte, error) {
+	if !n.Running {
+		return json.Marshal(struct {
+			Name    string `json:"name"`
+			Type    string `json:"type"`
+			Running bool   `json:"running"`
+		}{n.Name, n.Type, false})
+	}
+	type plain nodeJSON
+	return json.Marshal(plain(n))
+}
+
+// procTotal is RabbitMQ's default Erlang process limit, shown as
+// proc_total (goroutines have none).
+const procTotal = 1048576
 
 var authMechanisms = []exchangeTypeJSON{
 	{"PLAIN", "SASL PLAIN authentication mechanism", true},
@@ -483,7 +507,7 @@ func (s *Server) nodeInfo() nodeJSON {
 	n := nodeJSON{
 		Name: o.Node, Type: "disc", Running: true, Uptime: o.Uptime.Milliseconds(),
 		OSPid: sprintf("%d", os.Getpid()), Processors: runtime.NumCPU(), MemUsed: residentMemory(ms.Sys),
-		ProcUsed: runtime.NumGoroutine(), RatesMode: "basic", DBDir: s.broker.DataDir(), Partitions: []string{},
+		ProcUsed: runtime.NumGoroutine(), ProcTotal: procTotal, SocketsUsed: len(s.broker.Connections()), RatesMode: "basic", DBDir: s.broker.DataDir(), Partitions: []string{},
 		ExchangeTypes: exchangeTypes, AuthMechanisms: authMechanisms,
 		IOSyncCount: o.StoreStats.Commits, MsgStoreWrite: o.StoreStats.Messages,
 		MemLimit: al.MemoryLimit, MemAlarm: al.Memory, DiskFreeLimit: al.DiskFreeLimit, DiskFreeAlarm: al.Disk,
@@ -501,6 +525,8 @@ func (s *Server) nodeInfo() nodeJSON {
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
 		n.FDTotal = rl.Cur
+		// RabbitMQ keeps about a tenth of its descriptors for files.
+		n.SocketsTotal = rl.Cur * 9 / 10
 	}
 	return n
 }

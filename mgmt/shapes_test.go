@@ -71,7 +71,7 @@ var omitted = map[string][]string{
 		"enabled_plugins", "gc_bytes_reclaimed", "gc_bytes_reclaimed_details", "gc_num", "gc_num_details",
 		"log_files", "mem_calculation_strategy", "metrics_gc_queue_length", "mnesia_disk_tx_count",
 		"mnesia_disk_tx_count_details", "mnesia_ram_tx_count", "mnesia_ram_tx_count_details", "net_ticktime",
-		"proc_total", "run_queue", "ra_open_file_metrics", "sockets_total", "sockets_used",
+		"ra_open_file_metrics",
 		// Counters Warren does not keep (see statsFields).
 		"channel_closed", "channel_closed_details", "channel_created", "channel_created_details",
 		"connection_closed", "connection_closed_details", "connection_created", "connection_created_details",

@@ -76,3 +76,24 @@ func (s *Server) restoreAdmin(st *adminState) error {
 	}
 	return nil
 }
+
+// QueueHome is where the queue vhost/name of a cluster lives, as the
+// management API shows it (RabbitMQ's node): its home node (the
+// declaring one), and whether that node runs as this node sees it. ""
+// for a queue of this node only (exclusive, or no cluster) or none.
+func (s *Server) QueueHome(vhost, name string) (node string, up bool) {
+	v := s.vhost(vhost)
+	if v == nil || !s.clustered() {
+		return "", false
+	}
+	q := v.lookupQueue(name)
+	if rq, ok := q.(*remoteQueue); ok {
+		return rq.home, rq.homeUp()
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if r := v.replicas[name]; r != nil && v.queues[name] == q {
+		return r.home, true
+	}
+	return "", false
+}

@@ -272,6 +272,13 @@ type meta struct {
 	// was applied here.
 	startedMu sync.Mutex
 	started   chan struct{}
+
+	// mineMu guards mine: this node's Apply results of the commands it
+	// proposed, by id, until propose takes them. Propose returns the
+	// leader's result; a queue deletion's message count is the home's,
+	// so the proposing node answers with its own.
+	mineMu sync.Mutex
+	mine   map[string][]byte
 }
 
 func newMeta(s *Server) *meta {
@@ -279,7 +286,7 @@ func newMeta(s *Server) *meta {
 	rand.Read(b[:])
 	return &meta{
 		s: s, self: s.cfg.Cluster.NodeName, recent: map[string][]byte{},
-		stash: map[qkey]stashed{}, incs: map[qkey]uint64{},
+		stash: map[qkey]stashed{}, incs: map[qkey]uint64{}, mine: map[string][]byte{},
 		idBase: s.cfg.Cluster.NodeName + "/" + hex.EncodeToString(b[:]) + "/", started: make(chan struct{}),
 	}
 }
@@ -295,6 +302,17 @@ func (m *meta) isSelf(node string) bool { return node == m.self }
 // proposeTimeout.
 func (s *Server) propose(c *metaCmd) (metaResult, error) {
 	m := s.meta
+	if c.Op == opQueueDeclare && c.Queue != nil {
+		// RabbitMQ refuses any declaration of a queue whose home node
+		// is down (404) before it compares arguments.
+		if v := s.vhost(c.VHost); v != nil {
+			if q := v.lookupQueue(c.Queue.Name); q != nil {
+				if err := homeDown(q); err != nil {
+					return metaResult{}, err
+				}
+			}
+		}
+	}
 	c.ID = m.idBase + fmt.Sprint(m.nextID.Add(1))
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -309,6 +327,11 @@ func (s *Server) propose(c *metaCmd) (metaResult, error) {
 		}
 		out, err := n.Propose(ctx, b)
 		if err == nil {
+			// Propose returned after this node's Apply of the command,
+			// and every other member's (cluster.Options.ApplyEverywhere).
+			if own, ok := m.takeMine(c.ID); ok {
+				out = own
+			}
 			var r metaResult
 			if err := json.Unmarshal(out, &r); err != nil {
 				return metaResult{}, fmt.Errorf("cluster: metadata result: %w", err)
@@ -324,6 +347,27 @@ func (s *Server) propose(c *metaCmd) (metaResult, error) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// maxMine bounds meta.mine (results of proposals that gave up before
+// their Apply are never taken).
+const maxMine = 4096
+
+func (m *meta) putMine(id string, out []byte) {
+	m.mineMu.Lock()
+	defer m.mineMu.Unlock()
+	if len(m.mine) >= maxMine {
+		clear(m.mine)
+	}
+	m.mine[id] = out
+}
+
+func (m *meta) takeMine(id string) ([]byte, bool) {
+	m.mineMu.Lock()
+	defer m.mineMu.Unlock()
+	out, ok := m.mine[id]
+	delete(m.mine, id)
+	return out, ok
 }
 
 // errClusterDown: the metadata group did not commit a change in time.
@@ -343,6 +387,9 @@ func (m *meta) Apply(index uint64, b []byte) []byte {
 	}
 	res := m.apply(index, &c)
 	out, _ := json.Marshal(res)
+	if strings.HasPrefix(c.ID, m.idBase) {
+		m.putMine(c.ID, out)
+	}
 	if c.ID != "" {
 		m.recent[c.ID] = out
 		m.order = append(m.order, c.ID)

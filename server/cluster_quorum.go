@@ -366,6 +366,22 @@ func (s *Server) replicaInfo(v *vhost, q queue.Queue, qi *QueueInfo) {
 		}
 		rs := qq.Replica()
 		qi.Leader, members = rs.Leader, rs.Members
+		if len(members) == 0 || qi.Leader == "" {
+			// A member that has not heard from its group yet (just
+			// declared, or restarted): the record's members, and the
+			// first leader.
+			v.mu.RLock()
+			if r := v.replicas[qq.Decl().Name]; r != nil {
+				if len(members) == 0 {
+					members = slices.Clone(r.members)
+					slices.Sort(members)
+				}
+				if qi.Leader == "" {
+					qi.Leader = r.lead
+				}
+			}
+			v.mu.RUnlock()
+		}
 	case *remoteQueue:
 		// A node without a replica: the members are the record's.
 		if qq.typ != s.remote.quorumType {

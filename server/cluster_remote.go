@@ -28,7 +28,10 @@ import (
 // defaultRemoteWindow) ahead of its settlements. basic.get, purge, stats
 // and deletions are synchronous calls to the home. While the home is down
 // (cluster.MemberDown) the stand-in answers 404 as RabbitMQ 3.10 does and
-// its consumers are cancelled; publishes to it are nacked.
+// its consumers are cancelled; it is no route for publishes (as a dead
+// queue process is none in RabbitMQ: mandatory ones come back with
+// basic.return, confirms are acks when no other queue took the message),
+// but a quorum queue's stand-in nacks them.
 
 // defaultRemoteWindow is how many deliveries a home sends ahead of their
 // settlement to a consumer with no prefetch limit.
@@ -133,7 +136,7 @@ func (t *remoteType) Publish(m *queue.Message, qs []queue.Queue, ctx any, done f
 	var homes []string
 	for _, q := range qs {
 		rq := q.(*remoteQueue)
-		if rq.ghost {
+		if rq.ghost || (!t.quorum && t.r.isDown(rq.home)) {
 			continue
 		}
 		if _, ok := byHome[rq.home]; !ok {
