@@ -337,6 +337,7 @@ table() {
 	echo
 	for s in "${SCENARIOS[@]}"; do
 		IFS='|' read -r name desc args bargs <<<"$s"
+		[[ -n $BASE_REV ]] && bargs=
 		case ${bargs:-} in
 		"") echo "- **$name** — $desc: \`warren-perf $args\`" ;;
 		-) echo "- **$name** — $desc (Warren only): \`warren-perf $args\`" ;;
