@@ -419,12 +419,19 @@ func (j *journal) checkpoint(parts []*partition, wait bool) error {
 		if c.err != nil {
 			return
 		}
-		for seq := old; seq > 0; seq-- {
-			err := os.Remove(filepath.Join(j.dir, journalName(seq)))
-			if errors.Is(err, os.ErrNotExist) {
+		// Oldest first: a crash meanwhile leaves journal files that
+		// follow each other, their first one's records the oldest the
+		// partitions' files may lack.
+		seqs, err := journalFiles(j.dir)
+		if err != nil {
+			c.err = err
+			return
+		}
+		for _, seq := range seqs {
+			if seq > old {
 				break
 			}
-			if err != nil {
+			if err := os.Remove(filepath.Join(j.dir, journalName(seq))); err != nil {
 				c.err = err
 				return
 			}
