@@ -218,8 +218,9 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 	}
 	q.w = newWriter(q, s)
 	if q.offsets, err = openOffsets(dir); err != nil {
-		for _, p := range q.parts {
-			p.log.Close()
+		closeLogs()
+		if q.jnl != nil {
+			q.jnl.f.Close() // its records are in the synced logs
 		}
 		return nil, err
 	}
