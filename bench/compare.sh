@@ -34,7 +34,9 @@
 #   OUT=dir           where per-run JSON files go (default: a temp dir)
 #   UPDATE_MD=1       also replace the results section of BENCHMARKS.md
 #   BASE_REV=rev      compare Warren with Warren built from git revision rev
-#                     instead of RabbitMQ (before/after a change, alternating
+#                     instead of RabbitMQ (both with Warren's arguments,
+#                     where a scenario has RabbitMQ's own; before/after a
+#                     change, alternating
 #                     the same way; the base runs on 127.0.0.1:$BASE_PORT,
 #                     default 5681, restarted like the other per run)
 # The whole script is one compound command, so that bash has parsed all of
@@ -278,6 +280,9 @@ log "results in $OUT; rounds $ROUNDS; duration ${DUR}s; Warren $WARREN_URL pid $
 for s in "${SCENARIOS[@]}"; do
 	IFS='|' read -r name desc args bargs <<<"$s"
 	bargs=${bargs:-$args}
+	# Against a base build both run Warren's arguments (sg's and smem's
+	# RabbitMQ stand-ins, s100's Warren-only runs).
+	[[ -n $BASE_REV ]] && bargs=$args
 	log "$name: $desc"
 	for ((r = 1; r <= ROUNDS; r++)); do
 		# shellcheck disable=SC2086
@@ -332,6 +337,7 @@ table() {
 	echo
 	for s in "${SCENARIOS[@]}"; do
 		IFS='|' read -r name desc args bargs <<<"$s"
+		[[ -n $BASE_REV ]] && bargs=
 		case ${bargs:-} in
 		"") echo "- **$name** — $desc: \`warren-perf $args\`" ;;
 		-) echo "- **$name** — $desc (Warren only): \`warren-perf $args\`" ;;

@@ -37,6 +37,12 @@ import (
 // nothing valid after it is a torn write and is cut off; one with a valid
 // record after it is damage and the open fails naming the file. Earlier
 // segments must have the size the next one's header says.
+//
+// A partitioned stream's records are also in its journal (journal.go)
+// until its partitions' files are synced; such a log is opened with a cut
+// (OpenLogCut): the active segment is cut at the journal's first offset
+// for it, whatever the bytes from there on, and the writer appends the
+// journal's records again.
 
 const (
 	segMagic   = "WSTRSEG1"
@@ -215,14 +221,27 @@ type Log struct {
 	rollSizes  []int64
 	wbuf, widx []byte // Append's buffers, kept between batches
 	unsynced   pendingWrite
+	// cut: at open, the active segment keeps only records below it (the
+	// journal holds the rest).
+	cut uint64
 }
 
+// noCut: the log opens with every valid record.
+const noCut = ^uint64(0)
+
 // OpenLog opens or creates the log in dir; maxSeg is the segment size.
-func OpenLog(dir string, maxSeg int64) (*Log, error) {
+func OpenLog(dir string, maxSeg int64) (*Log, error) { return OpenLogCut(dir, maxSeg, noCut) }
+
+// OpenLogCut opens the log in dir keeping, in its active segment, only
+// the records below offset cut: from the first record at or above it (or
+// the first invalid one after it) the segment is cut off, damaged or not.
+// Closed segments were synced when the next one started; they are kept
+// whole.
+func OpenLogCut(dir string, maxSeg int64, cut uint64) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, lastIdx: -1}
+	l := &Log{dir: dir, lastIdx: -1, cut: cut}
 	l.maxSeg.Store(maxSeg)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -345,6 +364,13 @@ func (l *Log) scan(s *segment, closed bool) (uint64, error) {
 	next, pos, lastIdx := s.base, int64(segHeader), int64(-1)
 	l.lastChunk, l.chunkSeen = 0, false
 	for pos < int64(len(data)) {
+		if !closed && next >= l.cut {
+			// The journal holds the records from here on.
+			if err := os.Truncate(path, pos); err != nil {
+				return 0, err
+			}
+			break
+		}
 		r, n, err := decodeRecord(data[pos:])
 		if err == nil && r.Offset != next {
 			err = fmt.Errorf("record has offset %d, want %d", r.Offset, next)
@@ -601,19 +627,49 @@ type pendingWrite struct {
 
 // Sync syncs what Append wrote and makes it readable.
 func (l *Log) Sync() error {
-	u := l.unsynced
-	if u.seg == nil {
+	if l.unsynced.seg == nil {
 		return nil
 	}
 	if err := l.f.Sync(); err != nil {
 		return err
+	}
+	l.Publish()
+	return nil
+}
+
+// Publish makes what Append wrote readable without syncing it: the
+// stream's journal holds it, synced (journal.go).
+func (l *Log) Publish() {
+	u := l.unsynced
+	if u.seg == nil {
+		return
 	}
 	l.unsynced = pendingWrite{}
 	l.mu.Lock()
 	u.seg.size, u.seg.committed, u.seg.lastTs = u.size, u.size, u.lastTs
 	l.committed, l.lastChunk = u.last+1, u.first
 	l.mu.Unlock()
-	return nil
+}
+
+// activeFile is the file Append writes to, for a journal checkpoint to
+// sync (writer only). A segment that rolls after the call was synced
+// before its file closed: syncing the closed file fails with
+// os.ErrClosed, and nothing is lost.
+func (l *Log) activeFile() *os.File { return l.f }
+
+// replay appends records that the log lost and the journal kept, in
+// offset order from the log's next offset, without syncing them.
+func (l *Log) replay(recs []Record) error {
+	for i := range recs {
+		off, ts := l.reserve(recs[i].Timestamp)
+		if recs[i].Offset != off {
+			return fmt.Errorf("journal record has offset %d, the log goes on at %d", recs[i].Offset, off)
+		}
+		if ts != recs[i].Timestamp {
+			recs[i].Timestamp = ts
+		}
+	}
+	return l.Append(recs)
 }
 
 // maxKeptWriteBuf is the largest write buffer a log keeps between batches.

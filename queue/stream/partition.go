@@ -39,8 +39,8 @@ func partitionDir(dir string, n int) string {
 	return filepath.Join(dir, "p"+strconv.Itoa(n))
 }
 
-func openPartition(q *Queue, n, partitions int, dir string, s Settings) (*partition, error) {
-	l, err := OpenLog(partitionDir(dir, n), s.SegmentSize)
+func openPartition(q *Queue, n, partitions int, dir string, s Settings, cut uint64) (*partition, error) {
+	l, err := OpenLogCut(partitionDir(dir, n), s.SegmentSize, cut)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,6 +24,8 @@ type Queue struct {
 	hooks queue.Hooks
 	parts []*partition
 	w     *writer // writes every partition (writer.go)
+	// jnl: a partitioned stream's journal (journal.go), the writer's.
+	jnl *journal
 	// router picks a published message's partition; partitioned is set
 	// when the stream was declared with x-stream-partitions, the only
 	// case where the partition headers apply (a plain stream ignores
@@ -177,20 +180,47 @@ func (t *Type) open(d queue.Decl, s Settings, dir string, h queue.Hooks) (*Queue
 	q := &Queue{typ: t, decl: d, dir: dir, hooks: h, router: group.Router{Partitions: n, ByRoutingKey: byKey}, partitioned: partitioned,
 		cursors: map[uint64]*cursor{}, groups: map[string]*cgroup{},
 		dwake: make(chan struct{}, 1), dstop: make(chan struct{}), dstopped: make(chan struct{})}
+	// A partitioned stream's journal first: where its logs are cut.
+	cuts, seqs := make([]uint64, n), []uint64(nil)
+	for i := range cuts {
+		cuts[i] = noCut
+	}
+	if n > 1 {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if cuts, seqs, err = journalCuts(dir, n); err != nil {
+			return nil, err
+		}
+	}
+	closeLogs := func() {
+		for _, p := range q.parts {
+			p.log.Close()
+		}
+	}
 	for i := range n {
-		p, err := openPartition(q, i, n, dir, s)
+		p, err := openPartition(q, i, n, dir, s, cuts[i])
 		if err != nil {
-			for _, p := range q.parts {
-				p.log.Close()
-			}
+			closeLogs()
 			return nil, err
 		}
 		q.parts = append(q.parts, p)
 	}
+	if n > 1 {
+		logs := make([]*Log, n)
+		for i, p := range q.parts {
+			logs[i] = p.log
+		}
+		if q.jnl, err = replayJournal(dir, logs, seqs); err != nil {
+			closeLogs()
+			return nil, err
+		}
+	}
 	q.w = newWriter(q, s)
 	if q.offsets, err = openOffsets(dir); err != nil {
-		for _, p := range q.parts {
-			p.log.Close()
+		closeLogs()
+		if q.jnl != nil {
+			q.jnl.f.Close() // its records are in the synced logs
 		}
 		return nil, err
 	}

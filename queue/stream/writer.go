@@ -118,7 +118,11 @@ func (w *writer) run() {
 			b.err = p.log.Append(recs)
 			batch = append(batch, b)
 		}
-		syncAll(batch)
+		if q.jnl != nil {
+			journalAll(q.jnl, batch, q.parts)
+		} else {
+			syncAll(batch)
+		}
 		n := 0
 		for i := range batch {
 			b := &batch[i]
@@ -145,10 +149,38 @@ func (w *writer) run() {
 		}
 		if closing {
 			if w.drained() {
+				if q.jnl != nil {
+					q.typ.logErr(q.jnl.close(q.parts), "cannot sync a stream's partitions at its stop; its journal stays for the next start")
+				}
 				return
 			}
 			w.poke()
 		}
+	}
+}
+
+// journalAll makes a partitioned stream's batch durable with one sync:
+// the journal's (journal.go). The logs' appends become readable after it
+// without a sync of their own; a checkpoint syncs them later. A failed
+// checkpoint fails the batch: the partitions take no more publishes.
+func journalAll(j *journal, batch []written, parts []*partition) {
+	err := j.failed()
+	if err == nil {
+		err = j.write(batch) // without the appends that failed
+	}
+	if err == nil {
+		err = j.maybeCheckpoint(parts)
+	}
+	for i := range batch {
+		b := &batch[i]
+		if b.err != nil {
+			continue
+		}
+		if err != nil {
+			b.err = err
+			continue
+		}
+		b.p.log.Publish()
 	}
 }
 
