@@ -116,20 +116,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // replica that was down while the leader's log was compacted catches up
 // from a snapshot that carries the bodies of the messages below it.
 func TestReplicated(t *testing.T) {
-	r := newReplicas(t, "a", "b", "c")
-	p := quorum.Placement{Group: 1<<62 | 7, Members: []string{"a", "b", "c"}, Leader: "a"}
-	decl := queue.Decl{VHost: "/", Name: "rq", Durable: true}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	r, p, decl, qs := newGroup(t, 7, "rq")
 	// b learns the leader with a's first message to it.
 	waitUntil(t, "b knows a leader", func() bool { return qs["b"].Replica().Leader != "" })
 	if l := qs["b"].Replica().Leader; l != "a" {
@@ -244,20 +231,7 @@ func TestReplicatedRejectPublish(t *testing.T) {
 // again: the consumer gets what it held again, redelivered, and what is
 // published after. Without the reattach the consumer stalls for ever.
 func TestReplicatedDetachedLiveConsumerReattaches(t *testing.T) {
-	r := newReplicas(t, "a", "b", "c")
-	p := quorum.Placement{Group: 1<<62 | 9, Members: []string{"a", "b", "c"}, Leader: "a"}
-	decl := queue.Decl{VHost: "/", Name: "rd", Durable: true}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	_, _, _, qs := newGroup(t, 9, "rd")
 	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
 	rec := queuetest.NewRecorder(100, false)
 	if err := qs["b"].AddConsumer(queue.ConsumeOptions{Tag: "b1", Consumer: rec, Prefetch: 100}); err != nil {
@@ -299,20 +273,7 @@ func TestReplicatedDetachedLiveConsumerReattaches(t *testing.T) {
 // HandOver on the leader moves the leadership to another member, which
 // goes on confirming; on a follower it does nothing.
 func TestReplicatedHandOver(t *testing.T) {
-	r := newReplicas(t, "a", "b", "c")
-	p := quorum.Placement{Group: 1<<62 | 10, Members: []string{"a", "b", "c"}, Leader: "a"}
-	decl := queue.Decl{VHost: "/", Name: "ho", Durable: true}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	r, p, _, qs := newGroup(t, 10, "ho")
 	waitUntil(t, "a leads, b knows it", func() bool { return qs["a"].Leads() && qs["b"].Replica().Leader == "a" })
 	if err := r.typ("b").HandOver(p.Group); err != nil {
 		t.Fatalf("HandOver on a follower: %v", err)
@@ -338,20 +299,7 @@ func TestReplicatedHandOver(t *testing.T) {
 // transport name): the new one is not refused, and its data is not
 // deleted under it by the old one's cleanup.
 func TestReplicatedLeaveThenJoin(t *testing.T) {
-	r := newReplicas(t, "a", "b", "c")
-	p := quorum.Placement{Group: 1<<62 | 11, Members: []string{"a", "b", "c"}, Leader: "a"}
-	decl := queue.Decl{VHost: "/", Name: "lj", Durable: true}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	r, p, decl, qs := newGroup(t, 11, "lj")
 	for i := range 5 {
 		publishWait(t, qs["a"], fmt.Sprint("m", i))
 	}
@@ -370,20 +318,7 @@ func TestReplicatedLeaveThenJoin(t *testing.T) {
 // What basic.get checked out on a node is returned when the leader finds
 // that node down, and only then: another node's restart leaves it be.
 func TestReplicatedGetReturnedWithItsNode(t *testing.T) {
-	r := newReplicas(t, "a", "b", "c")
-	p := quorum.Placement{Group: 1<<62 | 12, Members: []string{"a", "b", "c"}, Leader: "a"}
-	decl := queue.Decl{VHost: "/", Name: "gr", Durable: true}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, replLimits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	r, p, decl, qs := newGroup(t, 12, "gr")
 	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
 	publishWait(t, qs["a"], "g")
 	waitUntil(t, "on b", func() bool { return qs["b"].Stats().Ready == 1 })
@@ -415,4 +350,25 @@ func TestReplicatedGetReturnedWithItsNode(t *testing.T) {
 	if !ok || string(e.Msg.Body) != "g" || !e.Redelivered {
 		t.Fatalf("after b was found down: %v %q redelivered=%v, want g redelivered", ok, e.Msg.Body, e.Redelivered)
 	}
+}
+
+// newGroup starts replicas a, b and c of a new replicated queue (group
+// 1<<62|n, first leader a) and waits until a leads it.
+func newGroup(t *testing.T, n uint64, name string) (*replicas, quorum.Placement, queue.Decl, map[string]*quorum.Queue) {
+	t.Helper()
+	r := newReplicas(t, "a", "b", "c")
+	p := quorum.Placement{Group: 1<<62 | n, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: name, Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, node := range r.names {
+		q, err := r.typ(node).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[node] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return r, p, decl, qs
 }
