@@ -135,5 +135,98 @@ func init() {
 				clGetEmpty(t, ch, q)
 			},
 		},
+		Case{
+			// A consumer's first delivery from a quorum queue carries no
+			// x-delivery-count (basic.get's carries 0); a message the
+			// client requeues (nack, reject) goes to the back of the
+			// queue, its count raised; a closed channel's unacknowledged
+			// messages go back ahead of the others.
+			Name: "queue-type/quorum-requeue-order-and-first-count",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clUniq("qq")
+				clCleanupQueue(t, tg, q)
+				if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+					t.Fatalf("declare: %v", err)
+				}
+				for _, b := range []string{"a", "b", "c"} {
+					clPublish(t, ch, "", q, clBody(b))
+				}
+				if err := ch.Qos(1, 0, false); err != nil {
+					t.Fatalf("qos: %v", err)
+				}
+				ds := clConsume(t, ch, q, "c1", false)
+				first := clRecvDelivery(t, ds)
+				if string(first.Body) != "a" || first.Redelivered {
+					t.Fatalf("first delivery %q redelivered=%v", first.Body, first.Redelivered)
+				}
+				if n, has := first.Headers["x-delivery-count"]; has {
+					t.Fatalf("first delivery to a consumer has x-delivery-count %v", n)
+				}
+				if err := first.Nack(false, true); err != nil {
+					t.Fatalf("nack: %v", err)
+				}
+				var got []string
+				for range 3 {
+					d := clRecvDelivery(t, ds)
+					got = append(got, fmt.Sprintf("%s/%v/%v", d.Body, d.Redelivered, d.Headers["x-delivery-count"]))
+					if err := d.Ack(false); err != nil {
+						t.Fatalf("ack: %v", err)
+					}
+				}
+				if want := []string{"b/false/<nil>", "c/false/<nil>", "a/true/1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("after a nack with requeue: %v, want %v", got, want)
+				}
+				if err := ch.Cancel("c1", false); err != nil {
+					t.Fatalf("cancel: %v", err)
+				}
+				// A closed channel's: back ahead, in order.
+				for _, b := range []string{"x", "y", "z"} {
+					clPublish(t, ch, "", q, clBody(b))
+				}
+				ch2 := clOpenChan(t, conn)
+				if err := ch2.Qos(2, 0, false); err != nil {
+					t.Fatalf("qos: %v", err)
+				}
+				held := clRecvN(t, clConsume(t, ch2, q, "c2", false), 2)
+				if fmt.Sprint(clBodies(held)) != "[x y]" {
+					t.Fatalf("held %v", clBodies(held))
+				}
+				ch2.Close()
+				for _, want := range []string{"x", "y", "z"} {
+					clExpectGet(t, ch, q, want, want != "z")
+				}
+			},
+		},
+		Case{
+			// queue.delete of a quorum queue with if-unused or if-empty is
+			// 540 (a connection error), if-unused named first; the queue
+			// stays.
+			Name: "queue-type/quorum-delete-conditions-540",
+			Run: func(t T, tg Target) {
+				q := clUniq("qq")
+				clCleanupQueue(t, tg, q)
+				_, ch := clDialChan(t, tg)
+				if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+					t.Fatalf("declare: %v", err)
+				}
+				for _, c := range []struct {
+					unused, empty bool
+					flag          string
+				}{{true, false, "if-unused"}, {false, true, "if-empty"}, {true, true, "if-unused"}} {
+					conn, ch := clDialChan(t, tg)
+					_, err := ch.QueueDelete(q, c.unused, c.empty, false)
+					ae := clExpectErr(t, conn, err, 540, clConnClose)
+					want := fmt.Sprintf("NOT_IMPLEMENTED - cannot delete queue '%s' in vhost '/'. queue.delete operations with %s flag set are not supported by quorum queues", q, c.flag)
+					if ae.Reason != want {
+						t.Fatalf("reply %q, want %q", ae.Reason, want)
+					}
+				}
+				_, ch = clDialChan(t, tg)
+				if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
+					t.Fatalf("the queue is gone: %v", err)
+				}
+			},
+		},
 	)
 }

@@ -119,7 +119,21 @@ const (
 	Reject
 	// Requeue: returned to its place, marked redelivered.
 	Requeue
+	// Nack: requeued by the client (basic.nack or basic.reject with
+	// requeue), as opposed to a closed channel's or a recover's Requeue.
+	// A quorum queue puts it at the back, as RabbitMQ 3.10's does; every
+	// other type treats it as Requeue (Requeues).
+	Nack
 )
+
+// Requeued is op with Nack taken as Requeue, for the types that return
+// both to the message's place.
+func (op SettleOp) Requeued() SettleOp {
+	if op == Nack {
+		return Requeue
+	}
+	return op
+}
 
 // ConsumeOptions are a basic.consume's.
 type ConsumeOptions struct {

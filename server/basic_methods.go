@@ -331,7 +331,7 @@ func (ch *channel) settle(tag uint64, multiple, isAck, requeue bool) error {
 	switch {
 	case isAck:
 	case requeue:
-		op = queue.Requeue
+		op = queue.Nack
 	default:
 		op = queue.Reject
 	}

@@ -345,6 +345,14 @@ func (v *vhost) DeleteQueue(a Actor, d QueueDelete) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if (d.IfUnused || d.IfEmpty) && q.Type().Info().Name == "quorum" {
+		// RabbitMQ 3.10's quorum queues refuse both conditions.
+		flag := "if-unused"
+		if !d.IfUnused {
+			flag = "if-empty"
+		}
+		return 0, amqp.Errorf(amqp.NotImplemented, 0, 0, "cannot delete queue '%s' in vhost '%s'. queue.delete operations with %s flag set are not supported by quorum queues", d.Name, v.name, flag)
+	}
 	if r := v.replicaOf(q); r != nil {
 		return v.deleteReplicated(q, r, d.IfUnused, d.IfEmpty)
 	}

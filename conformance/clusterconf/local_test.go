@@ -31,16 +31,7 @@ import (
 var knownDifferences = map[string][]knownDiff{
 	"QuorumAcrossNodes": {
 		{whyCount, "passive on node3: ok messages=3 consumers=0", "passive on node3: ok messages=*"},
-		{whyFirstCount, `node3 got body=m1 redelivered=false exchange="" key="<q>"`, `node3 got body=m1 redelivered=false exchange="" key="<q>" x-delivery-count=0`},
-		{whyFirstCount, `node3 got body=m2 redelivered=false exchange="" key="<q>"`, `node3 got body=m2 redelivered=false exchange="" key="<q>" x-delivery-count=0`},
-		{whyFirstCount, `node3 got body=m3 redelivered=false exchange="" key="<q>"`, `node3 got body=m3 redelivered=false exchange="" key="<q>" x-delivery-count=0`},
 		{whyConsumers, "passive on node2 with the consumer: ok messages=0 consumers=1", "passive on node2 with the consumer: ok messages=0 consumers=0"},
-	},
-	"QuorumBasicGetAcrossNodes": {
-		{whyRequeue, `get on node2: get-ok body=g2 redelivered=false exchange="" key="<q>" x-delivery-count=0 message_count=1`,
-			`get on node2: get-ok body=g1 redelivered=true exchange="" key="<q>" x-delivery-count=1 message_count=1`},
-		{whyRequeue, `get no-ack on node1: get-ok body=g1 redelivered=true exchange="" key="<q>" x-delivery-count=1 message_count=0`,
-			`get no-ack on node1: get-ok body=g2 redelivered=false exchange="" key="<q>" x-delivery-count=0 message_count=0`},
 	},
 	"ExclusiveFromOtherNode": {
 		{whyExclusive, "passive on node2: " + locked, "passive on node2: 404 NOT_FOUND - no queue '<q>' in vhost '/'"},
@@ -54,23 +45,12 @@ var knownDifferences = map[string][]knownDiff{
 		{whyExclusive, "get on node1 (owner): true ok", "get on node1 (owner): false ok"},
 	},
 	"QuorumDeletePurgeFromOtherNode": {
-		{whyFirstCount, `node1 got body=p4 redelivered=false exchange="" key="<q>"`, `node1 got body=p4 redelivered=false exchange="" key="<q>" x-delivery-count=0`},
 		{whyDeleteCount, "deleted messages=1", "deleted messages=*"},
-		{whyDeleteFlags, "delete if-empty on node3: 540 NOT_IMPLEMENTED - cannot delete queue '<q2>' in vhost '/'. queue.delete operations with if-empty flag set are not supported by quorum queues",
-			"delete if-empty on node3: ok"},
-		{whyDeleteFlags, "consume on node1: ok", "consume on node1: 404 NOT_FOUND - no queue '<q2>' in vhost '/'"},
-		{whyDeleteFlags, "delete if-unused on node2: 540 NOT_IMPLEMENTED - cannot delete queue '<q2>' in vhost '/'. queue.delete operations with if-unused flag set are not supported by quorum queues",
-			"delete if-unused on node2: ok"},
 	},
 	"ClassicHomeDown": {
 		{whyRecovery, `node3 got body=d2 redelivered=true exchange="" key="<q>"`, `node3 got body=d2 redelivered=false exchange="" key="<q>"`},
 	},
 	"QuorumLeaderKilled": {
-		{whyFirstCount, `node2 got body=k1 redelivered=false exchange="" key="<qq>"`, `node2 got body=k1 redelivered=false exchange="" key="<qq>" x-delivery-count=0`},
-		{whyFirstCount, `node2 got body=k2 redelivered=false exchange="" key="<qq>"`, `node2 got body=k2 redelivered=false exchange="" key="<qq>" x-delivery-count=0`},
-		{whyFirstCount, `node2 got body=k3 redelivered=false exchange="" key="<qq>"`, `node2 got body=k3 redelivered=false exchange="" key="<qq>" x-delivery-count=0`},
-		{whyFirstCount, `node2 got body=k4 redelivered=false exchange="" key="<qq>"`, `node2 got body=k4 redelivered=false exchange="" key="<qq>" x-delivery-count=0`},
-		{whyFirstCount, `node2 got body=k5 redelivered=false exchange="" key="<qq>"`, `node2 got body=k5 redelivered=false exchange="" key="<qq>" x-delivery-count=0`},
 		{whyConsumers, "passive on node3: ok messages=0 consumers=1", "passive on node3: ok messages=0 consumers=0"},
 		{whyConsumers, "passive on node1: ok messages=0 consumers=1", "passive on node1: ok messages=0 consumers=0"},
 	},
@@ -80,14 +60,9 @@ var knownDifferences = map[string][]knownDiff{
 const (
 	whyCount = "quorum: queue.declare-ok's message count on a node other than the leader lags the publishes confirmed " +
 		"through another node (RabbitMQ: 3, Warren: 0 to 2)"
-	whyFirstCount = "quorum: Warren sets x-delivery-count=0 on a first delivery to a consumer; RabbitMQ 3.10 sets it only " +
-		"from the first redelivery (basic.get does carry 0)"
 	whyConsumers = "quorum: queue.declare-ok's consumer count on another node than the consumer's is 0 in Warren, 1 in RabbitMQ"
-	whyRequeue   = "quorum: a rejected (requeued) message goes back to the head in Warren, behind the others in RabbitMQ 3.10"
 	whyExclusive = "exclusive queues stay on their connection's node and are unknown elsewhere (domain.go declares them " +
 		"outside the metadata group): RabbitMQ answers 405 from every other node and routes publishes to them"
-	whyDeleteFlags = "quorum: queue.delete with if-empty or if-unused is 540 NOT_IMPLEMENTED for a quorum queue in " +
-		"RabbitMQ 3.10; Warren deletes (if-empty: the queue was not empty)"
 	whyDeleteCount = "quorum: queue.delete-ok's message count from another node than the leader is 1 or 2 in Warren " +
 		"(with or without the message a consumer holds unacknowledged), 1 in RabbitMQ (the ready one)"
 	whyRecovery = "a durable classic queue recovered after kill -9: RabbitMQ 3.10 marks every recovered message " +

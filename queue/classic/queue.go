@@ -510,6 +510,7 @@ func (q *Queue) Get(noAck bool) (queue.Entry, int, bool) {
 // Settle implements queue.Queue: acknowledged and rejected entries leave
 // the store (written behind, durable with the next group commit).
 func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
+	op = op.Requeued()
 	if op != queue.Requeue {
 		q.settleStored(entries)
 	}

@@ -261,7 +261,7 @@ func (t *Type) Commit(pubs []queue.TxPublish, settles []queue.TxSettle, ctx any,
 	}
 	var stored []persist.QueueSeq
 	for _, s := range settles {
-		if s.Op != queue.Requeue {
+		if s.Op.Requeued() != queue.Requeue {
 			stored = s.Queue.(*Queue).appendStored(stored, s.Entries)
 		}
 	}

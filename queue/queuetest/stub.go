@@ -135,6 +135,7 @@ func (q *stubQueue) Kick(ctx any) {
 }
 
 func (q *stubQueue) Settle(entries []queue.Entry, op queue.SettleOp) {
+	op = op.Requeued()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.unacked -= len(entries)

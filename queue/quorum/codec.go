@@ -44,6 +44,11 @@ const (
 	// opReturnGets: node: what basic.get checked out on that node goes
 	// back (the leader found it down).
 	opReturnGets = 16
+	// opReturnLast: ids: requeued by the client (basic.nack, basic.reject):
+	// to the back of the queue, x-delivery-count raised, as RabbitMQ
+	// 3.10's quorum queues do (opReturn, a closed channel's, keeps their
+	// place ahead).
+	opReturnLast = 17
 )
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

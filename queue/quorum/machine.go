@@ -268,7 +268,7 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		key := d.u64()
 		s.detach(key, fx)
 		res(result{})
-	case opSettle, opReturn, opDiscard:
+	case opSettle, opReturn, opReturnLast, opDiscard:
 		ids := d.ids()
 		for _, id := range ids {
 			m := s.out[id]
@@ -281,6 +281,8 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 				s.forget(m)
 			case opReturn:
 				s.giveBack(m, fx)
+			case opReturnLast:
+				s.giveBackLast(m, fx)
 			case opDiscard:
 				fx.dead = append(fx.dead, dead{m, queue.Rejected})
 				s.forget(m)
@@ -490,6 +492,21 @@ func (s *machine) giveBack(m *msg, fx *effects) {
 		return
 	}
 	s.returns.pushBack(m)
+	s.readyN++
+	s.readyB += int64(m.size)
+}
+
+// giveBackLast returns m to the back of the queue (behind every ready
+// message) with its count raised, or dead-letters it past the delivery
+// limit: a client's requeue (opReturnLast).
+func (s *machine) giveBackLast(m *msg, fx *effects) {
+	m.count++
+	if s.cfg.DeliveryLimit >= 0 && int64(m.count) > s.cfg.DeliveryLimit {
+		fx.dead = append(fx.dead, dead{m, queue.DeliveryLimit})
+		s.forget(m)
+		return
+	}
+	s.ready.pushBack(m)
 	s.readyN++
 	s.readyB += int64(m.size)
 }

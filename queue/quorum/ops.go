@@ -152,6 +152,8 @@ func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
 		c = opDiscard
 	case queue.Requeue:
 		c = opReturn
+	case queue.Nack:
+		c = opReturnLast
 	}
 	if op == queue.Ack {
 		q.mu.Lock()
@@ -179,7 +181,9 @@ func (q *Queue) Get(noAck bool) (queue.Entry, int, bool) {
 	if r.entry.Redelivered {
 		q.stats.Redeliver++
 	}
-	return *r.entry, r.n, true
+	e := *r.entry
+	e.Ref = refGet
+	return e, r.n, true
 }
 
 // Purge implements queue.Purger.
@@ -407,8 +411,16 @@ func (q *Queue) MessageStats() queue.MessageStats {
 	return s
 }
 
+// refGet marks an Entry that basic.get took (Entry.Ref).
+const refGet = 1
+
 // DeliveryProps implements queue.Queue: a delivery carries
-// x-delivery-count, how often the message came back.
+// x-delivery-count, how often the message came back, as RabbitMQ 3.10's:
+// from its first return on for a consumer's deliveries, always (0 the
+// first time) for basic.get's.
 func (q *Queue) DeliveryProps(e queue.Entry) []byte {
+	if e.Returns == 0 && e.Ref != refGet {
+		return e.Msg.Props
+	}
 	return queue.WithHeader(e.Msg.Props, "x-delivery-count", int64(e.Returns))
 }

@@ -800,7 +800,7 @@ func skip(op uint8, d *decoder) {
 		d.u8()
 	case opDetach, opUnblock:
 		d.u64()
-	case opSettle, opReturn, opDiscard:
+	case opSettle, opReturn, opReturnLast, opDiscard:
 		d.ids()
 	case opUnassign:
 		d.u64()

@@ -651,6 +651,7 @@ func (q *Queue) Kick(ctx any) {
 // without requeue marks the offset processed, a requeue redelivers it to
 // the partition's owner; a former owner's (fenced) changes nothing.
 func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
+	op = op.Requeued()
 	q.mu.Lock()
 	q.unacked = max(q.unacked-len(entries), 0)
 	if op == queue.Ack {
