@@ -275,7 +275,19 @@ func (e *env) setValue(sel, value string) {
 
 func (e *env) click(sel string) {
 	e.t.Helper()
-	e.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+	// The element found and clicked in one evaluation: the pages re-render
+	// their tables on each refresh, and a node chromedp resolved a moment
+	// before can be gone by its click ("Could not find node with given
+	// id"). It waits for the element to be there and enabled.
+	js := fmt.Sprintf(`(() => { const el = document.querySelector(%s); if (!el || el.disabled) return false;
+		el.scrollIntoView({block: 'center'}); el.click(); return true; })()`, jsString(sel))
+	deadline := time.Now().Add(30 * time.Second)
+	for !eval[bool](e, "click "+sel, js) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("click %s: no such enabled element within 30s", sel)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // text is the element's innerText.
