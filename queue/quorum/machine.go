@@ -484,32 +484,25 @@ func (s *machine) release(m *msg) {
 
 // giveBack returns m to the queue with its count raised, or dead-letters
 // it past the delivery limit.
-func (s *machine) giveBack(m *msg, fx *effects) {
+func (s *machine) giveBack(m *msg, fx *effects) { s.requeue(m, fx, &s.returns) }
+
+// requeue raises m's count and appends it to list, or dead-letters it
+// past the delivery limit.
+func (s *machine) requeue(m *msg, fx *effects, list *deque) {
 	m.count++
 	if s.cfg.DeliveryLimit >= 0 && int64(m.count) > s.cfg.DeliveryLimit {
 		fx.dead = append(fx.dead, dead{m, queue.DeliveryLimit})
 		s.forget(m)
 		return
 	}
-	s.returns.pushBack(m)
+	list.pushBack(m)
 	s.readyN++
 	s.readyB += int64(m.size)
 }
 
-// giveBackLast returns m to the back of the queue (behind every ready
-// message) with its count raised, or dead-letters it past the delivery
-// limit: a client's requeue (opReturnLast).
-func (s *machine) giveBackLast(m *msg, fx *effects) {
-	m.count++
-	if s.cfg.DeliveryLimit >= 0 && int64(m.count) > s.cfg.DeliveryLimit {
-		fx.dead = append(fx.dead, dead{m, queue.DeliveryLimit})
-		s.forget(m)
-		return
-	}
-	s.ready.pushBack(m)
-	s.readyN++
-	s.readyB += int64(m.size)
-}
+// giveBackLast returns m behind every ready message instead (a client's
+// requeue, opReturnLast).
+func (s *machine) giveBackLast(m *msg, fx *effects) { s.requeue(m, fx, &s.ready) }
 
 // forget drops a message that left the queue.
 func (s *machine) forget(m *msg) {
