@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -193,6 +194,22 @@ func init() {
 					t.Fatalf("held %v", clBodies(held))
 				}
 				ch2.Close()
+				// The returns are applied after close-ok (RabbitMQ too):
+				// wait until all three are ready.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+					if err != nil {
+						t.Fatalf("passive: %v", err)
+					}
+					if st.Messages == 3 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d ready 10s after the channel closed, want 3", st.Messages)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 				for _, want := range []string{"x", "y", "z"} {
 					clExpectGet(t, ch, q, want, want != "z")
 				}
