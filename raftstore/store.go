@@ -839,40 +839,16 @@ func encodeLog(l *raft.Log) []byte {
 	return b
 }
 
+// decodeLog reads an entry of the Badger-held log (migrate.go): a CRC-32C
+// of the rest, then the layout of a log record's entry (decodeEntry).
 func decodeLog(group, idx uint64, b []byte, l *raft.Log) error {
-	if len(b) < 37 {
+	if len(b) < 4+entryHeader+4 {
 		return &CorruptError{group, idx, fmt.Sprintf("%d bytes, shorter than a header", len(b))}
 	}
 	if crc32.Checksum(b[4:], castagnoli) != binary.BigEndian.Uint32(b) {
 		return &CorruptError{group, idx, "checksum mismatch"}
 	}
-	p := b[4:]
-	l.Index = binary.BigEndian.Uint64(p)
-	l.Term = binary.BigEndian.Uint64(p[8:])
-	l.Type = raft.LogType(p[16])
-	at := int64(binary.BigEndian.Uint64(p[17:]))
-	l.AppendedAt = time.Time{}
-	if at != 0 {
-		l.AppendedAt = time.Unix(0, at)
-	}
-	dn := int(binary.BigEndian.Uint32(p[25:]))
-	if 29+dn+4 > len(p) {
-		return &CorruptError{group, idx, "data length past the end"}
-	}
-	l.Data = p[29 : 29+dn : 29+dn]
-	q := p[29+dn:]
-	en := int(binary.BigEndian.Uint32(q))
-	if 4+en != len(q) {
-		return &CorruptError{group, idx, "extensions length does not match"}
-	}
-	l.Extensions = nil
-	if en > 0 {
-		l.Extensions = q[4 : 4+en : 4+en]
-	}
-	if l.Index != idx {
-		return &CorruptError{group, idx, fmt.Sprintf("holds index %d", l.Index)}
-	}
-	return nil
+	return decodeEntry(group, idx, b[4:], l)
 }
 
 type badgerLogger struct{ f func(string, ...any) }
