@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,6 +106,10 @@ type metaQueue struct {
 	// A quorum queue's replica set and the member that leads first.
 	Members []string `json:"members,omitempty"`
 	Lead    string   `json:"lead,omitempty"`
+	// Exclusive: the queue of the connection Owner names (ownerKey),
+	// which is on Home.
+	Exclusive bool   `json:"exclusive,omitempty"`
+	Owner     string `json:"owner,omitempty"`
 }
 
 type metaExchange struct {
@@ -239,6 +244,28 @@ type replica struct {
 	// members and lead: a quorum queue's replica set and first leader.
 	members []string
 	lead    string
+	// owner is the declaring connection (ownerKey): an exclusive queue
+	// is locked to every other, on every node alike.
+	owner string
+}
+
+// foreignOwner is the Decl.Owner of an exclusive queue whose connection
+// is not on this node (or not of this process): no connection has it.
+// Not 0, which is the management API's Actor.Conn.
+const foreignOwner = ^uint64(0)
+
+// ownerKey names connection conn of this process cluster-wide.
+func (m *meta) ownerKey(conn uint64) string { return m.idBase + strconv.FormatUint(conn, 10) }
+
+// ownerConn is the Decl.Owner of an exclusive queue owned by key: the
+// connection's id if it is of this process, foreignOwner otherwise.
+func (m *meta) ownerConn(key string) uint64 {
+	if rest, ok := strings.CutPrefix(key, m.idBase); ok {
+		if id, err := strconv.ParseUint(rest, 10, 64); err == nil {
+			return id
+		}
+	}
+	return foreignOwner
 }
 
 type qkey struct{ vhost, name string }
@@ -424,8 +451,11 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 	switch c.Op {
 	case opQueueDeclare:
 		q := c.Queue
-		decl := queue.Decl{VHost: v.name, Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: persist.DecodeArgs(q.Args)}
-		_, err := v.openQueue(c.actor(), decl, &replica{home: q.Home, inc: index, members: q.Members, lead: q.Lead})
+		decl := queue.Decl{VHost: v.name, Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete, Args: persist.DecodeArgs(q.Args)}
+		if q.Exclusive {
+			decl.Owner = m.ownerConn(q.Owner)
+		}
+		_, err := v.openQueue(c.actor(), decl, &replica{home: q.Home, inc: index, members: q.Members, lead: q.Lead, owner: q.Owner})
 		return metaResult{Err: encodeErr(err)}
 	case opQueueDelete:
 		n, err := v.applyQueueDelete(c.Name, c.Inc)
@@ -441,7 +471,7 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 	case opBind:
 		return metaResult{Err: encodeErr(v.changeBinding(c.Binding.Source, c.Binding.binding(), true))}
 	case opUnbind:
-		return metaResult{Err: encodeErr(v.unbind(c.Binding.Source, c.Binding.binding(), 0))}
+		return metaResult{Err: encodeErr(v.unbind(c.Binding.Source, c.Binding.binding(), 0, false))}
 	case opPolicySet:
 		return metaResult{Err: encodeErr(s.setPolicy(v, *c.Policy))}
 	case opPolicyDelete:
@@ -475,14 +505,14 @@ func (m *meta) nodeStarted(node string, ours bool) {
 	}
 }
 
-// transientOf lists, sorted, the non-durable replicated queues homed on
-// node.
+// transientOf lists, sorted, the non-durable and the exclusive
+// replicated queues homed on node.
 func (v *vhost) transientOf(node string) []string {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var out []string
 	for name, r := range v.replicas {
-		if q := v.queues[name]; q != nil && r.home == node && !q.Decl().Durable {
+		if q := v.queues[name]; q != nil && r.home == node && (!q.Decl().Durable || q.Decl().Exclusive) {
 			out = append(out, name)
 		}
 	}
@@ -668,8 +698,12 @@ func (v *vhost) replicatedState() vhostState {
 			continue
 		}
 		d := q.Decl()
-		st.Queues = append(st.Queues, metaQueue{Name: name, Durable: d.Durable, AutoDelete: d.AutoDelete, Args: persist.EncodeArgs(d.Args), Home: r.home, Inc: r.inc,
-			Members: r.members, Lead: r.lead})
+		mq := metaQueue{Name: name, Durable: d.Durable, AutoDelete: d.AutoDelete, Args: persist.EncodeArgs(d.Args), Home: r.home, Inc: r.inc,
+			Members: r.members, Lead: r.lead}
+		if d.Exclusive {
+			mq.Exclusive, mq.Owner = true, r.owner
+		}
+		st.Queues = append(st.Queues, mq)
 	}
 	slices.SortFunc(st.Queues, func(a, b metaQueue) int { return strings.Compare(a.Name, b.Name) })
 	for _, e := range v.exchanges {
@@ -696,14 +730,15 @@ func (v *vhost) replicatedState() vhostState {
 	return st
 }
 
-// localDest reports whether d is a queue of this node only (exclusive).
-// v.mu is held.
+// localDest reports whether d is a queue of this node only: an exclusive
+// queue declared outside the metadata group (before this node joined a
+// cluster). v.mu is held.
 func (v *vhost) localDest(d binding.Destination) bool {
 	if d.Kind != binding.Queue {
 		return false
 	}
 	q := v.queues[d.Name]
-	return q != nil && q.Decl().Exclusive
+	return q != nil && q.Decl().Exclusive && v.replicas[d.Name] == nil
 }
 
 func isDefaultExchange(name string) bool {
@@ -818,6 +853,9 @@ func (m *meta) restoreVHost(v *vhost, st vhostState) {
 			continue
 		}
 		d := queue.Decl{VHost: v.name, Name: w.Name, Durable: w.Durable, AutoDelete: w.AutoDelete, Args: persist.DecodeArgs(w.Args)}
+		if w.Exclusive {
+			d.Exclusive, d.Owner = true, m.ownerConn(w.Owner)
+		}
 		typ, _, err := m.s.types.Check(&d)
 		if typ == nil {
 			m.s.log.Warn().Err(err).Str("queue", w.Name).Msg("replicated queue of an unknown type")
@@ -827,7 +865,7 @@ func (m *meta) restoreVHost(v *vhost, st vhostState) {
 		if err != nil {
 			limits, _ = queue.ParseArgs(nil)
 		}
-		r := &replica{home: w.Home, inc: w.Inc, members: w.Members, lead: w.Lead}
+		r := &replica{home: w.Home, inc: w.Inc, members: w.Members, lead: w.Lead, owner: w.Owner}
 		q, err := m.newReplica(v, typ, d, limits, r)
 		if err != nil {
 			m.s.log.Warn().Err(err).Str("queue", w.Name).Msg("restoring a replicated queue failed")

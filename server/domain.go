@@ -149,7 +149,8 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 	}
 	if d.Exclusive {
 		decl.Owner = a.Conn
-	} else if v.srv.clustered() {
+	}
+	if v.srv.clustered() {
 		return v.declareReplicated(a, decl)
 	}
 	q, err := v.openQueue(a, decl, nil)
@@ -160,15 +161,20 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 	return declared(name, q), nil
 }
 
-// declareReplicated is DeclareQueue of a non-exclusive queue in a
-// cluster: a command of the metadata group (cluster_meta.go), this node
-// the home of a new queue.
+// declareReplicated is DeclareQueue in a cluster: a command of the
+// metadata group (cluster_meta.go), this node the home of a new queue.
+// An exclusive queue is one too, so that every node knows it (RabbitMQ
+// answers 405 from all of them and routes publishes to it); its owner
+// is the connection as the cluster names it (ownerKey).
 func (v *vhost) declareReplicated(a Actor, decl queue.Decl) (QueueDeclared, error) {
 	name := decl.Name
-	if q := v.lookupQueue(name); q != nil && q.Decl().Exclusive {
-		return QueueDeclared{}, &LockedError{Name: name, VHost: v.name}
+	if q := v.lookupQueue(name); q != nil {
+		if have := q.Decl(); have.Exclusive && have.Owner != a.Conn {
+			return QueueDeclared{}, &LockedError{Name: name, VHost: v.name}
+		}
 	}
-	mq := &metaQueue{Name: name, Durable: decl.Durable, AutoDelete: decl.AutoDelete, Args: persist.EncodeArgs(decl.Args), Home: v.srv.meta.self}
+	mq := &metaQueue{Name: name, Durable: decl.Durable, AutoDelete: decl.AutoDelete, Args: persist.EncodeArgs(decl.Args), Home: v.srv.meta.self,
+		Exclusive: decl.Exclusive, Owner: v.srv.meta.ownerKey(a.Conn)}
 	if isQuorumDecl(decl.Args) && v.lookupQueue(name) == nil {
 		mq.Members, mq.Lead = v.srv.quorumPlacement(v.name, name, decl.Args)
 	}
@@ -198,10 +204,17 @@ func (v *vhost) openQueue(a Actor, decl queue.Decl, r *replica) (queue.Queue, er
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if q := v.queues[name]; q != nil {
-		if have := q.Decl(); (have.Exclusive && have.Owner != a.Conn) || have.Exclusive != decl.Exclusive {
+		have := q.Decl()
+		locked := have.Exclusive && have.Owner != a.Conn
+		if r != nil {
+			// The metadata group's Apply: the owners as the cluster
+			// names them, so every node reaches the same verdict.
+			rec := v.replicas[name]
+			locked = have.Exclusive && (rec == nil || rec.owner != r.owner)
+		}
+		if locked || have.Exclusive != decl.Exclusive {
 			return nil, &LockedError{Name: name, VHost: v.name}
 		}
-		have := q.Decl()
 		if arg, got, had := queueDifference(*have, decl, v.srv.types.Compared(have.Args)); arg != "" {
 			return nil, &PreconditionError{Reason: Inequivalent, Kind: "queue", Name: name, VHost: v.name, Arg: arg, Got: got, Have: had}
 		}
@@ -591,10 +604,16 @@ func (v *vhost) Unbind(a Actor, b Binding) error {
 	}
 	bb := binding.Binding{Dest: b.Dest, Key: b.Key, Args: b.Args}
 	if v.replicatedBinding(b.Dest) {
-		_, err := v.srv.propose(&metaCmd{Op: opUnbind, VHost: v.name, User: a.User, System: a.System, Binding: newMetaBinding(b.Source, bb)})
+		v.mu.RLock()
+		err := v.lockedBinding(b.Source, bb, a.Conn)
+		v.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+		_, err = v.srv.propose(&metaCmd{Op: opUnbind, VHost: v.name, User: a.User, System: a.System, Binding: newMetaBinding(b.Source, bb)})
 		return err
 	}
-	return v.unbind(b.Source, bb, a.Conn)
+	return v.unbind(b.Source, bb, a.Conn, true)
 }
 
 // changeBinding adds or removes b on exchange src after checking that both
@@ -639,8 +658,33 @@ func (v *vhost) changeBinding(src string, b binding.Binding, bind bool) error {
 	return nil
 }
 
-// unbind removes b from exchange src for connection owner (Unbind).
-func (v *vhost) unbind(src string, b binding.Binding, owner uint64) error {
+// lockedBinding is the LockedError of connection owner removing the
+// existing binding b of exchange src to another connection's exclusive
+// queue. v.mu is held.
+func (v *vhost) lockedBinding(src string, b binding.Binding, owner uint64) error {
+	e := v.exchanges[src]
+	if e == nil || b.Dest.Kind != binding.Queue {
+		return nil
+	}
+	q := v.queues[b.Dest.Name]
+	if q == nil {
+		return nil
+	}
+	if d := q.Decl(); d.Exclusive && d.Owner != owner {
+		for _, have := range e.Bindings() {
+			if have.Dest == b.Dest && have.Key == b.Key && binding.ArgsEqual(have.Args, b.Args) {
+				return &LockedError{Name: b.Dest.Name, VHost: v.name}
+			}
+		}
+	}
+	return nil
+}
+
+// unbind removes b from exchange src for connection owner (Unbind); with
+// checkOwner, another connection's exclusive queue keeps its binding
+// (lockedBinding). The metadata group's Apply checks no owner: the
+// proposing node did.
+func (v *vhost) unbind(src string, b binding.Binding, owner uint64, checkOwner bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	e := v.exchanges[src]
@@ -652,13 +696,13 @@ func (v *vhost) unbind(src string, b binding.Binding, owner uint64) error {
 		if q == nil {
 			return nil
 		}
-		if d := q.Decl(); d.Exclusive && d.Owner != owner {
-			for _, have := range e.Bindings() {
-				if have.Dest == b.Dest && have.Key == b.Key && binding.ArgsEqual(have.Args, b.Args) {
-					return &LockedError{Name: b.Dest.Name, VHost: v.name}
-				}
+		if checkOwner {
+			if err := v.lockedBinding(src, b, owner); err != nil {
+				return err
 			}
-			return nil
+			if d := q.Decl(); d.Exclusive && d.Owner != owner {
+				return nil
+			}
 		}
 	} else if v.exchanges[b.Dest.Name] == nil {
 		return nil

@@ -217,7 +217,8 @@ func (v *vhost) deleteQueueIfUnused(q queue.Queue) {
 	v.deleteQueue(q, true, false)
 }
 
-// deleteExclusive deletes every exclusive queue owned by connection owner.
+// deleteExclusive deletes every exclusive queue owned by connection
+// owner; in a cluster its home (this node) proposes the deletion.
 func (v *vhost) deleteExclusive(owner uint64) {
 	v.mu.RLock()
 	var qs []queue.Queue
@@ -228,6 +229,12 @@ func (v *vhost) deleteExclusive(owner uint64) {
 	}
 	v.mu.RUnlock()
 	for _, q := range qs {
+		if r := v.replicaOf(q); r != nil {
+			if _, err := v.deleteHomed(q, r, false, false); err != nil {
+				v.srv.log.Warn().Err(err).Str("vhost", v.name).Str("queue", q.Decl().Name).Msg("deleting a closed connection's exclusive queue failed")
+			}
+			continue
+		}
 		v.deleteQueue(q, false, false)
 	}
 }

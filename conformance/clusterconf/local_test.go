@@ -23,7 +23,7 @@ import (
 
 // knownDifferences are lines where Warren differs from RabbitMQ in code
 // outside the cluster layer this suite checks (quorum queues, the
-// classic queue's recovery, exclusive queues' declaration), by case: each
+// classic queue's recovery), by case: each
 // RabbitMQ line is replaced by Warren's ("" drops it) before the
 // comparison, so that everything else in the case is still compared,
 // and a difference that goes away fails the case until its entry goes
@@ -32,17 +32,6 @@ var knownDifferences = map[string][]knownDiff{
 	"QuorumAcrossNodes": {
 		{whyCount, "passive on node3: ok messages=3 consumers=0", "passive on node3: ok messages=*"},
 		{whyConsumers, "passive on node2 with the consumer: ok messages=0 consumers=1", "passive on node2 with the consumer: ok messages=0 consumers=0"},
-	},
-	"ExclusiveFromOtherNode": {
-		{whyExclusive, "passive on node2: " + locked, "passive on node2: 404 NOT_FOUND - no queue '<q>' in vhost '/'"},
-		{whyExclusive, "declare on node2: " + locked, "declare on node2: ok"},
-		{whyExclusive, "consume on node2: " + locked, "consume on node2: ok"},
-		{whyExclusive, "get on node2: " + locked, "get on node2: ok"},
-		{whyExclusive, "purge on node2: " + locked, "purge on node2: ok"},
-		{whyExclusive, "delete on node2: " + locked, "delete on node2: ok"},
-		{whyExclusive, "bind on node2: " + locked, "bind on node2: 404 NOT_FOUND - no queue '<q>' in vhost '/'"},
-		{whyExclusive, "publish on node2: ack", "publish on node2: returned(312 NO_ROUTE)+ack"},
-		{whyExclusive, "get on node1 (owner): true ok", "get on node1 (owner): false ok"},
 	},
 	"QuorumDeletePurgeFromOtherNode": {
 		{whyDeleteCount, "deleted messages=1", "deleted messages=*"},
@@ -60,15 +49,11 @@ var knownDifferences = map[string][]knownDiff{
 const (
 	whyCount = "quorum: queue.declare-ok's message count on a node other than the leader lags the publishes confirmed " +
 		"through another node (RabbitMQ: 3, Warren: 0 to 2)"
-	whyConsumers = "quorum: queue.declare-ok's consumer count on another node than the consumer's is 0 in Warren, 1 in RabbitMQ"
-	whyExclusive = "exclusive queues stay on their connection's node and are unknown elsewhere (domain.go declares them " +
-		"outside the metadata group): RabbitMQ answers 405 from every other node and routes publishes to them"
+	whyConsumers   = "quorum: queue.declare-ok's consumer count on another node than the consumer's is 0 in Warren, 1 in RabbitMQ"
 	whyDeleteCount = "quorum: queue.delete-ok's message count from another node than the leader is 1 or 2 in Warren " +
 		"(with or without the message a consumer holds unacknowledged), 1 in RabbitMQ (the ready one)"
 	whyRecovery = "a durable classic queue recovered after kill -9: RabbitMQ 3.10 marks every recovered message " +
 		"redelivered, Warren only those delivered before the crash"
-	locked = "405 RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '<q>' in vhost '/'. It could be " +
-		"originally declared on another connection or the exclusive property value does not match that of the original declaration."
 )
 
 type knownDiff struct {

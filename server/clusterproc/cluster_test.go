@@ -181,6 +181,26 @@ func TestThreeNodes(t *testing.T) {
 			if _, nacked := publishConfirmed(t, c.channel(n2), "q2", msgs); len(nacked) > 0 {
 				t.Fatal("nacked")
 			}
+			// An exclusive queue of a connection on n1, durable and
+			// bound: locked on the other nodes, which route to it.
+			owner := c.channel(n1)
+			if _, err := owner.QueueDeclare("ex1", true, false, true, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := owner.QueueBind("ex1", "kx", "x1", false, nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.passive(n3, "ex1")
+			if code, _ := amqpCode(err); code != 405 {
+				t.Fatalf("passive ex1 on n3: %v", err)
+			}
+			if err := c.channel(n2).Publish("x1", "kx", false, false, amqp091.Publishing{Body: []byte("to-ex1")}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, waitTimeout, "ex1's owner gets what n2 published", func() (bool, string) {
+				d, ok, err := owner.Get("ex1", true)
+				return ok && string(d.Body) == "to-ex1", errString(err)
+			})
 			c.kill(n1)
 			want := "NOT_FOUND - home node 'n1' of durable queue 'q2' in vhost '/' is down or inaccessible"
 			waitFor(t, waitTimeout, "q2 down on n2 and n3", func() (bool, string) {
@@ -209,6 +229,18 @@ func TestThreeNodes(t *testing.T) {
 				if _, ok := got[m]; !ok {
 					t.Fatalf("%s lost", m)
 				}
+			}
+			// The exclusive queue went with its connection's node, and
+			// its binding with it.
+			for _, nd := range c.nodes {
+				waitFor(t, waitTimeout, "ex1 gone on "+nd.name, func() (bool, string) {
+					_, err := c.passive(nd, "ex1")
+					code, _ := amqpCode(err)
+					return code == 404, errString(err)
+				})
+			}
+			if _, err := c.channel(n2).QueueDeclare("ex1", false, false, true, false, nil); err != nil {
+				t.Fatalf("ex1 declared again by another connection: %v", err)
 			}
 		}},
 		{"WholeClusterRestart", func(t *testing.T) {
