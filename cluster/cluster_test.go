@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,5 +334,71 @@ func TestSlowLinkAndNoQuorum(t *testing.T) {
 	got := c.WaitConverged(applyTimeout, 6, survivor, l)
 	if slices.Contains(got, "alone") {
 		t.Fatalf("the command proposed without a majority was applied: %v", got)
+	}
+}
+
+// TestRPCNotSentTwice: a call whose peer dies after its handler ran but
+// before it answered fails, and not as NotSentError; it is not sent
+// again, to the restarted peer or at all (a forwarded publish would be
+// enqueued twice).
+func TestRPCNotSentTwice(t *testing.T) {
+	c := clustertest.New(t, 2)
+	c.Config = func(i int, cfg *cluster.Config) { cfg.Seeds = nil }
+	a, b := c.Start(0), c.Start(1)
+	var runs atomic.Int32
+	ran, release := make(chan struct{}, 1), make(chan struct{})
+	count := func(context.Context, string, []byte) ([]byte, error) {
+		if runs.Add(1) == 1 {
+			ran <- struct{}{}
+			<-release // the node's connections close before it answers
+		}
+		return []byte("ran"), nil
+	}
+	echo := func(_ context.Context, _ string, req []byte) ([]byte, error) { return req, nil }
+	b.Handle("test.echo", echo)
+	b.Handle("test.count", count)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := a.CallAddr(ctx, b.Addr(), "test.echo", nil); err != nil { // a pooled connection
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.CallAddr(ctx, b.Addr(), "test.count", nil)
+		done <- err
+	}()
+	<-ran
+	// A call sent again waits for the restarted node (the link held)
+	// and runs there.
+	c.Net.Drop("n1", "n2")
+	stopped := make(chan struct{})
+	go func() { c.Stop(1); close(stopped) }()
+	var err error
+	answered := false
+	select {
+	case err = <-done:
+		answered = true
+	case <-time.After(5 * time.Second):
+		t.Error("the call did not fail when its peer's connection closed: sent again?")
+	}
+	close(release)
+	<-stopped
+	b = c.Start(1)
+	b.Handle("test.echo", echo)
+	b.Handle("test.count", count)
+	c.Net.Heal()
+	if !answered {
+		err = <-done
+	}
+	var ns *cluster.NotSentError
+	if err == nil || errors.As(err, &ns) {
+		// Not sent is what a caller may safely send elsewhere: false.
+		t.Errorf("a call whose peer died before it answered: %v", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+	if res, err := a.CallAddr(ctx, b.Addr(), "test.echo", []byte("x")); err != nil || string(res) != "x" {
+		t.Fatalf("a call after the restart: %q, %v", res, err)
 	}
 }

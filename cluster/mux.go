@@ -207,6 +207,9 @@ type trackedConn struct {
 	done func()
 }
 
+// NetConn is the connection c tracks (peerClosed looks through it).
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *trackedConn) Close() error {
 	c.once.Do(c.done)
 	return c.Conn.Close()

@@ -177,16 +177,23 @@ type rpcPool struct {
 
 const maxIdleRPC = 2
 
+// get takes an idle connection to addr that has not ended, nil if none.
 func (p *rpcPool) get(addr string) *rpcConn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l := p.idle[addr]
-	if len(l) == 0 {
-		return nil
+	for {
+		p.mu.Lock()
+		l := p.idle[addr]
+		if len(l) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		c := l[len(l)-1]
+		p.idle[addr] = l[:len(l)-1]
+		p.mu.Unlock()
+		if !c.stale() {
+			return c
+		}
+		c.c.Close()
 	}
-	c := l[len(l)-1]
-	p.idle[addr] = l[:len(l)-1]
-	return c
 }
 
 func (p *rpcPool) put(addr string, c *rpcConn) bool {
@@ -235,7 +242,7 @@ func (n *Node) CallAddr(ctx context.Context, addr, method string, req []byte) ([
 			}
 			c = &rpcConn{c: nc, r: bufio.NewReader(nc), w: bufio.NewWriter(nc), name: p.name}
 		}
-		status, body, err := c.call(ctx, method, req)
+		status, body, sent, err := c.call(ctx, method, req)
 		if err == nil {
 			if !n.pool.put(addr, c) {
 				c.c.Close()
@@ -251,9 +258,13 @@ func (n *Node) CallAddr(ctx context.Context, addr, method string, req []byte) ([
 		} else if pastDeadline(ctx, err) {
 			return nil, fmt.Errorf("cluster: %s on %s: %w", method, addr, context.DeadlineExceeded)
 		}
-		if pooled && closedByPeer(err) {
-			// An idle connection the peer closed (it restarted): the
-			// request did not reach a running handler; again on a new one.
+		if pooled && !sent && closedByPeer(err) {
+			// An idle connection the peer closed (it restarted) while the
+			// request was written: it did not reach a handler; again on a
+			// new one. Once the request is written it may have been
+			// handled (the peer died before its answer): never sent
+			// again, so that a call that is not idempotent (a publish, a
+			// delivery) takes effect at most once; the caller decides.
 			c, pooled = nil, false
 			continue
 		}
@@ -261,27 +272,33 @@ func (n *Node) CallAddr(ctx context.Context, addr, method string, req []byte) ([
 	}
 }
 
-// call makes one call on c within ctx.
-func (c *rpcConn) call(ctx context.Context, method string, req []byte) (byte, []byte, error) {
+// call makes one call on c within ctx; sent is whether the request was
+// written whole.
+func (c *rpcConn) call(ctx context.Context, method string, req []byte) (status byte, body []byte, sent bool, err error) {
 	dl, _ := ctx.Deadline()
 	_ = c.c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
 	head := append([]byte{byte(len(method))}, method...)
-	err := writeFrame(c.w, head, req)
-	var status string
-	var body []byte
+	err = writeFrame(c.w, head, req)
+	var st string
 	if err == nil {
-		status, body, err = readFrame(c.r, false)
+		sent = true
+		st, body, err = readFrame(c.r, false)
 	}
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, sent, err
 	}
 	_ = c.c.SetDeadline(time.Time{})
-	return status[0], body, nil
+	return st[0], body, true, nil
 }
+
+// stale reports whether the idle connection c has ended (the peer closed
+// it: it restarted), so it is not used. A response that never came is
+// not waiting on it: a call that fails closes its connection.
+func (c *rpcConn) stale() bool { return c.r.Buffered() > 0 || peerClosed(c.c) }
 
 // closedByPeer: err says the peer had closed the connection before any of
 // the response arrived.

@@ -218,6 +218,10 @@ func (c *faultConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// NetConn is the socket under c (as tls.Conn's), for a peek that must
+// not go through the fault injection.
+func (c *faultConn) NetConn() net.Conn { return c.Conn }
+
 func (c *faultConn) Close() error {
 	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Conn.Close()
