@@ -20,10 +20,12 @@
 #                     count bound per producer of st1/st4/ste/sg (QUICK: 100000)
 #   STREAM_BIG=10000000  smem: messages in the stream (QUICK: 1000000)
 #   RUN_TIMEOUT=240   seconds a run may take (smem: at least 900)
-#   LEAN=1            stream and group scenarios consume with warren-perf's
-#                     --lean-consumer (AMQP with Warren's codec, one goroutine
-#                     per consumer) on both brokers; LEAN=0: amqp091-go
-#                     consumers, the client limit of runs before session 7
+#   LEAN=1            stream and group scenarios consume and publish with
+#                     warren-perf's --lean-consumer and --lean-publisher (AMQP
+#                     with Warren's codec, one goroutine per consumer, one
+#                     buffer per producer) on both brokers; LEAN=0: amqp091-go
+#                     clients, the client limit of runs before session 7
+#                     (consumers) and session 9 (producers)
 #   WARREN_URL, RABBIT_URL   broker URLs
 #   WARREN_PID        pid of a running Warren at WARREN_URL; if unset, the
 #                     script builds Warren from the git HEAD of the checkout
@@ -172,7 +174,7 @@ SCENARIOS=(
 # Stream queues over AMQP 0-9-1 (issue 13 section 4), run only when named
 # ("st" names them all). Every run is bounded by --duration and --count.
 ST="--queue-type stream --size 1024 --persistent"
-[[ ${LEAN:-1} == 1 ]] && ST="$ST --lean-consumer"
+[[ ${LEAN:-1} == 1 ]] && ST="$ST --lean-consumer --lean-publisher"
 STREAM_SCENARIOS=(
 	"st1|stream, 1P publish with confirms (window 200), 1 KB, no consumer (conf/s = confirmed/s)|$ST --producers 1 --consumers 0 --confirm 200 --count $STREAM_N --duration ${DUR}s"
 	"st4|stream, 4P publish with confirms (window 200 each), 1 KB, no consumer|$ST --producers 4 --consumers 0 --confirm 200 --count $STREAM_N --duration ${DUR}s"

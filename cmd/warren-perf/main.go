@@ -107,6 +107,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.IntVar(&c.Groups, "groups", 0, "stream consumer groups: G groups of --members consumers each, with x-stream-group (overrides --consumers); each group must get every confirmed message")
 	fs.IntVar(&c.Members, "members", 1, "consumers per group (--groups)")
 	fs.BoolVar(&c.StaticGroups, "static-groups", false, "--groups without x-stream-group (for brokers without groups, e.g. RabbitMQ: one stream per partition): member m of each group consumes the queues q with q % members == m")
+	fs.BoolVar(&c.LeanPublisher, "lean-publisher", false, "producers speak AMQP 0-9-1 with Warren's codec (one buffer per producer written when the confirm window fills, one goroutine reading acks) instead of through amqp091-go (plain amqp:// only)")
 	fs.BoolVar(&c.LeanConsumer, "lean-consumer", false, "consumers speak AMQP 0-9-1 with Warren's codec on one goroutine each instead of through amqp091-go (cheaper per delivery; plain amqp:// only)")
 	fs.DurationVar(&c.ConsumeFor, "consume-for", 0, "stop consumers this long after they start, whether or not they got everything (lagging readers: no loss check)")
 	if err := fs.Parse(args); err != nil {

@@ -263,6 +263,28 @@ func TestStreams(t *testing.T) {
 			t.Fatalf("%+v", s)
 		}
 	})
+	// The lean producer (leanpub.go): every publish confirmed, each
+	// once, through multiple acks (a stream's) and single ones (a
+	// classic queue's, with --rate flushing each publish), and keyed
+	// headers on a partitioned stream.
+	t.Run("lean-publisher", func(t *testing.T) {
+		s := runAgainst(t, url, "--lean-publisher", "--lean-consumer", "--queue-type", "stream", "--producers", "2", "--consumers", "1",
+			"--size", "1024", "--confirm", "100", "--prefetch", "200", "--multi-ack-every", "50", "--count", "5000", "--duration", "10s",
+			"--consumers-after-publish", "--stream-offset", "first")
+		if s.Confirmed != 10000 || s.Sent != 10000 || s.Received != 10000 || s.OutOfOrder != 0 || len(s.Errors) != 0 || s.ConfirmRate <= 0 {
+			t.Fatalf("%+v", s)
+		}
+		s = runAgainst(t, url, "--lean-publisher", "--producers", "1", "--consumers", "1", "--size", "64", "--confirm", "20",
+			"--rate", "2000", "--count", "1000", "--duration", "10s")
+		if s.Confirmed != 1000 || s.Received != 1000 || s.OutOfOrder != 0 || len(s.Errors) != 0 {
+			t.Fatalf("%+v", s)
+		}
+		s = runAgainst(t, url, "--lean-publisher", "--queue-type", "stream", "--partitions", "3", "--partition-keys", "10",
+			"--producers", "1", "--consumers", "1", "--size", "100", "--confirm", "50", "--prefetch", "100", "--count", "900", "--duration", "10s")
+		if s.Confirmed != 900 || s.Received != 900 || len(s.Errors) != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
 	t.Run("lean-classic-single-acks", func(t *testing.T) {
 		s := runAgainst(t, url, "--lean-consumer", "--producers", "1", "--consumers", "2", "--queues", "2", "--size", "64",
 			"--confirm", "50", "--prefetch", "50", "--count", "2000", "--duration", "10s")

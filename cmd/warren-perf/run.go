@@ -67,6 +67,8 @@ type Config struct {
 
 	// LeanConsumer: consumers speak AMQP with Warren's codec (lean.go).
 	LeanConsumer bool `json:"lean_consumer,omitempty"`
+	// LeanPublisher: producers speak AMQP with Warren's codec (leanpub.go).
+	LeanPublisher bool `json:"lean_publisher,omitempty"`
 }
 
 func (c *Config) validate() error {
@@ -418,7 +420,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		pwg.Add(1)
 		go func() {
 			defer pwg.Done()
-			r.produce(ctx, pubCtx, ps, &pubEnds[ps.id])
+			if cfg.LeanPublisher {
+				r.produceLean(ctx, pubCtx, ps, &pubEnds[ps.id])
+			} else {
+				r.produce(ctx, pubCtx, ps, &pubEnds[ps.id])
+			}
 		}()
 	}
 	pwg.Wait()
