@@ -201,17 +201,12 @@ publish:
 // basic.ack and basic.nack settle their tags (a multiple one all those up
 // to it) and free the window; a broker's close ends it with its error.
 func (r *runner) readConfirms(c *leanConn, ps *producerState, sem chan struct{}) error {
-	n := uint64(len(ps.sentAt))
-	settled := make([]uint64, n) // settled[(tag-1)%n] == tag once settled
-	low := uint64(1)             // the lowest tag not settled
+	var tags tagSettler
 	settle := func(tag uint64, ack bool) {
-		i := (tag - 1) % n
-		if settled[i] == tag {
-			return
-		}
-		settled[i] = tag
-		if at := ps.sentAt[i].Load(); at > 0 {
-			ps.confirmLat.record(time.Now().UnixNano() - at)
+		if n := uint64(len(ps.sentAt)); n > 0 {
+			if at := ps.sentAt[(tag-1)%n].Load(); at > 0 {
+				ps.confirmLat.record(time.Now().UnixNano() - at)
+			}
 		}
 		if ack {
 			ps.confirmed.set(uint32(tag - 1))
@@ -251,19 +246,54 @@ func (r *runner) readConfirms(c *leanConn, ps *producerState, sem chan struct{})
 			}
 			continue
 		}
-		if n == 0 || tag == 0 {
+		if sem == nil {
 			continue
 		}
-		if multiple {
-			for t := low; t <= tag; t++ {
-				settle(t, ack)
-			}
-		} else {
-			settle(tag, ack)
-		}
-		for settled[(low-1)%n] == low {
-			low++
-		}
+		tags.settle(tag, multiple, func(t uint64) { settle(t, ack) })
 		r.lastConfirm.Store(time.Now().UnixNano())
+	}
+}
+
+// tagSettler turns a publisher's acks into the tags they settle, each
+// once. Tags are issued in order from 1; low is the lowest not settled,
+// early the ones above it that single acks settled out of order (a
+// stream slower than another: the window bounds the tags outstanding,
+// not their span).
+type tagSettler struct {
+	low   uint64
+	early map[uint64]bool
+}
+
+// settle calls f for each tag an ack of tag (multiple: and all below it)
+// settles that was not settled before.
+func (s *tagSettler) settle(tag uint64, multiple bool, f func(tag uint64)) {
+	if s.low == 0 {
+		s.low, s.early = 1, map[uint64]bool{}
+	}
+	if tag < s.low {
+		return
+	}
+	switch {
+	case multiple:
+		for ; s.low <= tag; s.low++ {
+			if s.early[s.low] {
+				delete(s.early, s.low)
+			} else {
+				f(s.low)
+			}
+		}
+	case s.early[tag]:
+		return
+	case tag == s.low:
+		f(tag)
+		s.low++
+	default:
+		s.early[tag] = true
+		f(tag)
+		return
+	}
+	for s.early[s.low] {
+		delete(s.early, s.low)
+		s.low++
 	}
 }

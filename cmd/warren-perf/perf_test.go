@@ -29,6 +29,32 @@ func TestBodyRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTagSettler: every tag settled once, whatever the order and mix of
+// single and multiple acks, also when a lagging tag is far below the rest
+// (a slot-per-tag ring of the window's size lost count there).
+func TestTagSettler(t *testing.T) {
+	var s tagSettler
+	count := map[uint64]int{}
+	f := func(tag uint64) { count[tag]++ }
+	for tag := uint64(2); tag <= 1000; tag++ { // 1 lags behind 999 others
+		s.settle(tag, false, f)
+	}
+	s.settle(500, false, f) // again
+	s.settle(1, false, f)
+	s.settle(1000, true, f)
+	s.settle(1003, false, f)
+	s.settle(1005, true, f) // 1001, 1002, 1004, 1005
+	s.settle(1003, true, f)
+	for tag := uint64(1); tag <= 1005; tag++ {
+		if count[tag] != 1 {
+			t.Fatalf("tag %d settled %d times", tag, count[tag])
+		}
+	}
+	if len(count) != 1005 || s.low != 1006 || len(s.early) != 0 {
+		t.Fatalf("%d tags, low %d, %d early", len(count), s.low, len(s.early))
+	}
+}
+
 func TestHistogramPercentiles(t *testing.T) {
 	var h histogram
 	if h.percentile(50) != 0 {
