@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -400,5 +401,79 @@ func TestRPCNotSentTwice(t *testing.T) {
 	}
 	if res, err := a.CallAddr(ctx, b.Addr(), "test.echo", []byte("x")); err != nil || string(res) != "x" {
 		t.Fatalf("a call after the restart: %q, %v", res, err)
+	}
+}
+
+// TestPeerRestarted: a peer's new process is told once, before any RPC
+// of it is served, whichever way the first connection goes; the first
+// sight of a peer and a peer's same process are not.
+func TestPeerRestarted(t *testing.T) {
+	c := clustertest.New(t, 2)
+	c.Config = func(i int, cfg *cluster.Config) { cfg.Seeds = nil }
+	var mu sync.Mutex
+	var told []string // "<node> told <peer>"
+	c.Options = func(i int, o *cluster.Options) {
+		self := c.Nodes[i].Name
+		o.PeerRestarted = func(node string) {
+			mu.Lock()
+			told = append(told, self+" told "+node)
+			mu.Unlock()
+		}
+	}
+	toldList := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(told)
+	}
+	a, b := c.Start(0), c.Start(1)
+	// What a's handler sees of the hook when the new process calls.
+	var seen []string
+	a.Handle("test.seen", func(context.Context, string, []byte) ([]byte, error) {
+		got := toldList()
+		mu.Lock()
+		seen = got
+		mu.Unlock()
+		return nil, nil
+	})
+	echo := func(_ context.Context, _ string, req []byte) ([]byte, error) { return req, nil }
+	b.Handle("test.echo", echo)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 {
+		if _, err := a.CallAddr(ctx, b.Addr(), "test.echo", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.CallAddr(ctx, a.Addr(), "test.seen", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := toldList(); len(got) != 0 {
+		t.Fatalf("told of a restart that was none: %v", got)
+	}
+	c.Stop(1)
+	b = c.Start(1)
+	// The new process calls first: a is told before it serves the call.
+	if _, err := b.CallAddr(ctx, a.Addr(), "test.seen", nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	firstSeen := seen
+	mu.Unlock()
+	if !slices.Equal(firstSeen, []string{"n1 told n2"}) {
+		t.Fatalf("when the new process's first call was served: %v", firstSeen)
+	}
+	b.Handle("test.echo", echo)
+	if _, err := a.CallAddr(ctx, b.Addr(), "test.echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	// a restarts and calls first this time: b is told when a's
+	// connection arrives.
+	c.Stop(0)
+	a = c.Start(0)
+	if _, err := a.CallAddr(ctx, b.Addr(), "test.echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := toldList(); !slices.Equal(got, []string{"n1 told n2", "n2 told n1"}) {
+		t.Fatalf("told: %v", got)
 	}
 }

@@ -181,6 +181,7 @@ func (n *Node) handleConn(raw net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	n.sawPeer(p)
 	if channel == channelRPC {
 		n.serveRPC(c, p)
 		n.untrack(raw)
@@ -266,6 +267,7 @@ func (n *Node) dial(ctx context.Context, addr, channel string) (net.Conn, peer, 
 		c.Close()
 		return nil, p, fmt.Errorf("cluster: %s is another node named %s, as this one: node names must be unique", addr, p.name)
 	}
+	n.sawPeer(p)
 	// Tracked as accepted ones are: Close closes the connections of
 	// every group's pool too (a NetworkTransport's Close leaves them).
 	if !n.track(raw) {

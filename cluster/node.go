@@ -52,6 +52,13 @@ type Options struct {
 	// applied the command too (at most 5 s; a second for one not heard
 	// from lately), not only a majority and this node.
 	ApplyEverywhere bool
+	// PeerRestarted, when set, is called with a node's name when a
+	// connection to or from it shows another process than the one this
+	// node last connected with: it restarted, perhaps too fast for its
+	// members to see it down, and everything its old process held is
+	// gone. It runs before any connection of the new process is served
+	// (its RPCs wait), once per new process; it must not call the Node.
+	PeerRestarted func(node string)
 }
 
 // Node is this process's member of a cluster: its listener, the RPC
@@ -72,6 +79,11 @@ type Node struct {
 	inSeeds   bool // this node is one of Config.Seeds (at advertise)
 	refusals  refusalLog
 	pool      rpcPool
+
+	// instMu serializes the instance check of handshakes (sawPeer),
+	// which may run PeerRestarted; instances is each peer's last.
+	instMu    sync.Mutex
+	instances map[string]instanceID
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -115,6 +127,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		cfg: cfg, opts: opts, timing: opts.Timing,
 		secret: []byte(cfg.Secret), instance: newInstance(),
 		conns: map[net.Conn]struct{}{}, groups: map[string]*streamLayer{}, handlers: map[string]Handler{},
+		instances: map[string]instanceID{},
 	}
 	n.pool.idle = map[string][]*rpcConn{}
 	n.timing.setDefaults()
@@ -545,5 +558,21 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// sawPeer records the process p is after a handshake with it, and calls
+// Options.PeerRestarted when it is not the one seen before.
+func (n *Node) sawPeer(p peer) {
+	if p.name == n.cfg.NodeName {
+		return
+	}
+	n.instMu.Lock()
+	defer n.instMu.Unlock()
+	old, ok := n.instances[p.name]
+	n.instances[p.name] = p.instance
+	if ok && old != p.instance && n.opts.PeerRestarted != nil {
+		n.log.Info().Str("peer_node", p.name).Msg("cluster peer restarted: a new process")
+		n.opts.PeerRestarted(p.name)
 	}
 }

@@ -30,6 +30,7 @@ func (s *Server) initCluster() {
 	s.meta = newMeta(s)
 	s.remote = newRemoteSide(s)
 	s.home = newHomeSide(s)
+	s.restarted = make(chan struct{}, 1)
 	s.clusterCtx, s.clusterStop = context.WithCancel(context.Background())
 }
 
@@ -43,6 +44,9 @@ func (s *Server) startCluster() error {
 		Metadata: s.meta,
 		Storage:  s.raftStorage(),
 		Started:  func(n *cluster.Node) { s.cluster = n },
+		// Before the new process's RPCs: its consumers of this node's
+		// queues must not meet its old process's.
+		PeerRestarted: s.peerRestarted,
 		// A definition change is answered once every node applied it,
 		// as RabbitMQ's (declare on one node, use on another at once).
 		ApplyEverywhere: true,
@@ -144,7 +148,27 @@ func (s *Server) watchMembers(n *cluster.Node) {
 			}
 		case name := <-upc:
 			delete(probing, name)
+		case <-s.restarted:
 		}
+	}
+}
+
+// peerRestarted: node runs a new process, perhaps restarted too fast for
+// its members to see it down (cluster.Options.PeerRestarted). What its
+// old process had goes as at a MemberDown: its consumers of this node's
+// queues (their deliveries requeued), and its queues' consumers here
+// (cancelled), whose attachments on its old process are gone; it is
+// down here until it answers warren.ready again (watchMembers probes).
+func (s *Server) peerRestarted(node string) {
+	if node == s.meta.self || s.home == nil {
+		return
+	}
+	s.log.Warn().Str("node", node).Msg("node restarted: its old process's consumers and queues' consumers are gone")
+	s.remote.setDown(node, true)
+	s.home.peerDown(node)
+	select {
+	case s.restarted <- struct{}{}:
+	default:
 	}
 }
 

@@ -87,6 +87,9 @@ type Server struct {
 	clusterCtx  context.Context
 	clusterStop context.CancelFunc
 	clusterWG   sync.WaitGroup
+	// restarted wakes watchMembers after a peer's new process was seen
+	// (peerRestarted; buffered, 1).
+	restarted chan struct{}
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
 	alarmPoke chan struct{}
 

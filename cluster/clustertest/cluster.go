@@ -36,6 +36,8 @@ type Cluster struct {
 	Timing cluster.Timing
 	// Config, when set, adjusts a node's Config before each start.
 	Config func(i int, c *cluster.Config)
+	// Options, when set, adjusts a node's Options before each start.
+	Options func(i int, o *cluster.Options)
 }
 
 // Slot is one node of a Cluster, running or not.
@@ -144,7 +146,7 @@ func (c *Cluster) TryStart(i int) (*cluster.Node, error) {
 		return nil, err
 	}
 	logs, stable := s.logs, s.stable
-	n, err := cluster.Start(c.NodeConfig(i), cluster.Options{
+	opts := cluster.Options{
 		Log:      &log,
 		Metadata: fsm,
 		Timing:   c.Timing,
@@ -153,7 +155,11 @@ func (c *Cluster) TryStart(i int) (*cluster.Node, error) {
 		Storage: func(group string) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 			return logs, stable, snaps, nil
 		},
-	})
+	}
+	if c.Options != nil {
+		c.Options(i, &opts)
+	}
+	n, err := cluster.Start(c.NodeConfig(i), opts)
 	if err != nil {
 		ln.Close()
 		return nil, err

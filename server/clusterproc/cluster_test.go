@@ -168,6 +168,31 @@ func TestThreeNodes(t *testing.T) {
 			})
 			c.restart(n2)
 		}},
+		{"ConsumerNodeRestartsAtOnce", func(t *testing.T) {
+			// Back before its members could see it down: the home still
+			// learns that its old process's consumer and deliveries are
+			// gone (cluster.Options.PeerRestarted).
+			ch := c.channel(n1)
+			if _, err := ch.QueueDeclare("q4", true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, nacked := publishConfirmed(t, ch, "q4", bodies("r", 10)); len(nacked) > 0 {
+				t.Fatal("nacked")
+			}
+			consumeN(t, c.channel(n2), "q4", 10, false)
+			c.kill(n2)
+			c.restart(n2)
+			waitFor(t, waitTimeout, "q4's deliveries to n2's old process requeued, its consumer gone", func() (bool, string) {
+				q, err := c.passive(n1, "q4")
+				return err == nil && q.Messages == 10 && q.Consumers == 0, fmt.Sprintf("%+v %v", q, err)
+			})
+			got := consumeN(t, c.channel(n2), "q4", 10, true)
+			for b, d := range got {
+				if !d.Redelivered {
+					t.Fatalf("%s came back without redelivered", b)
+				}
+			}
+		}},
 		{"HomeDown404AndBack", func(t *testing.T) {
 			ch := c.channel(n1)
 			if _, err := ch.QueueDeclare("q2", true, false, false, false, nil); err != nil {
