@@ -141,7 +141,7 @@ func TestDiskFull(t *testing.T) {
 	time.Sleep(time.Second)
 	close(stop)
 	b.kill()
-	conn.Close()
+	closeWithin(conn, 10*time.Second)
 	r := <-done
 	t.Logf("blocked with %d bytes free; %d confirmed, %d nacked", freeAtBlock, len(r.confirmed), r.nacked)
 	if freeAtBlock == 0 || r.nacked > 0 {
@@ -176,7 +176,9 @@ func TestDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	// A broker still blocking the connection (the test failed) does not
+	// read its connection.close: the kill that follows this ends it.
+	defer closeWithin(conn, 10*time.Second)
 	blocked = conn.NotifyBlocked(make(chan amqp091.Blocking, 4))
 	cons, _ := conn.Channel()
 	got := map[string]bool{}
@@ -213,5 +215,18 @@ func TestDiskFull(t *testing.T) {
 	}
 	if ok, err := dc.WaitContext(pctx); err != nil || !ok {
 		t.Fatalf("publish after draining: ok=%v err=%v; %d bytes free", ok, err, freeSpace(t, data))
+	}
+}
+
+// closeWithin closes conn, waiting at most d for the broker's close-ok.
+func closeWithin(conn *amqp091.Connection, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		conn.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
 	}
 }
