@@ -20,7 +20,7 @@
 #                     count bound per producer of st1/st4/ste/sg (QUICK: 100000)
 #   STREAM_BIG=10000000  smem: messages in the stream (QUICK: 1000000)
 #   RUN_TIMEOUT=240   seconds a run may take (smem: at least 900)
-#   LEAN=1            stream and group scenarios consume and publish with
+#   LEAN=1            stream, group and quorum scenarios consume and publish with
 #                     warren-perf's --lean-consumer and --lean-publisher (AMQP
 #                     with Warren's codec, one goroutine per consumer, one
 #                     buffer per producer) on both brokers; LEAN=0: amqp091-go
@@ -203,6 +203,7 @@ GROUP_SCENARIOS=(
 # Quorum queues, single node (issue 14), run only when named ("qq" names
 # them all).
 QQ="--queue-type quorum --size 1024 --persistent"
+[[ ${LEAN:-1} == 1 ]] && QQ="$QQ --lean-consumer --lean-publisher"
 QUORUM_SCENARIOS=(
 	"qq1|quorum, 1P publish with confirms (window 200), 1 KB persistent, no consumer (conf/s = confirmed/s)|$QQ --producers 1 --consumers 0 --confirm 200 --duration ${DUR}s"
 	"qqe|quorum end to end: 1P confirms (window 200), 1C prefetch 1000, multi-ack 100|$QQ --producers 1 --confirm 200 --consumers 1 --prefetch 1000 --multi-ack-every 100 --duration ${DUR}s --drain-timeout 30s"
