@@ -19,6 +19,9 @@
 #   DUR=10          seconds of load per throughput run
 #   ROUNDS=3        throughput runs per broker and queue type (median kept)
 #   CONFIRM=64      outstanding confirms per publisher
+#   LEAN=1          warren-perf's lean clients (--lean-publisher
+#                   --lean-consumer, Warren's codec) on both brokers; 0:
+#                   amqp091-go's
 #   FAILOVER_DUR=20 seconds the failover publisher runs (the kill at 5 s)
 #   RABBIT_PORT=5701  AMQP ports RABBIT_PORT..+2 (dist ports +20000)
 #   WARREN_PORT=5711  AMQP ports WARREN_PORT..+2 (cluster ports +20000)
@@ -37,6 +40,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DUR=${DUR:-10}
 ROUNDS=${ROUNDS:-3}
 CONFIRM=${CONFIRM:-64}
+LEAN_ARGS=
+[[ ${LEAN:-1} == 1 ]] && LEAN_ARGS="--lean-publisher --lean-consumer"
 FAILOVER_DUR=${FAILOVER_DUR:-20}
 QUORUM_ONLY=${QUORUM_ONLY:-0}
 PPROF_PORT=${PPROF_PORT:-}
@@ -81,7 +86,7 @@ perf() {
 		"$BIN/failover" --declare-url "$u1" --urls "$u1,$u2" --queue "cb-$label-$r-0" --queue-type "$qt" --declare-only \
 			2>"$OUT/$label-$r.declare.err" || log "$label round $r: $(tail -1 "$OUT/$label-$r.declare.err")"
 		"$BIN/warren-perf" --url "$u1" --consumer-url "$u2" --queue-prefix "cb-$label-$r" --queue-type "$qt" --predeclared \
-			--size 1024 --persistent --confirm "$CONFIRM" --producers 1 --consumers 1 --prefetch 200 \
+			--size 1024 --persistent --confirm "$CONFIRM" --producers 1 --consumers 1 --prefetch 200 $LEAN_ARGS \
 			--multi-ack-every 50 --duration "${DUR}s" --drain-timeout 30s --quiet --json "$OUT/$label-$r.json" >/dev/null 2>"$OUT/$label-$r.err" ||
 			log "$label round $r: warren-perf failed: $(tail -1 "$OUT/$label-$r.err")"
 		[[ -s $OUT/$label-$r.json ]] && log "$label round $r: $(jq -c '{confirm_rate, p99c: .confirm_latency_ms.p99, p99: .latency_ms.p99, lost, errors}' "$OUT/$label-$r.json")"

@@ -196,7 +196,11 @@ var errStopped = errors.New("stopped")
 // consumeLean is consume (pubsub.go) with a lean consumer.
 func (r *runner) consumeLean(cs *consumerState, id int, qs []int, ready chan<- struct{}, stop <-chan struct{}) {
 	cfg := r.cfg
-	c, err := leanDial(cfg.URL)
+	u := cfg.URL
+	if cfg.ConsumerURL != "" {
+		u = cfg.ConsumerURL
+	}
+	c, err := leanDial(u)
 	if err != nil {
 		r.fail("consumer %d: dial: %v", id, err)
 		ready <- struct{}{}
