@@ -56,15 +56,8 @@ func (r *runner) produceLean(ctx, pubCtx context.Context, ps *producerState, end
 	if cfg.Persistent {
 		props.DeliveryMode = 2
 	}
-	body := make([]byte, cfg.Size)
-	for i := minBodySize; i < len(body); i++ {
-		body[i] = byte('a' + i%26)
-	}
+	body, interval := r.publishBody(), r.publishInterval()
 	start := time.Now()
-	var interval time.Duration
-	if cfg.Rate > 0 {
-		interval = time.Duration(float64(time.Second) / cfg.Rate)
-	}
 	done := pubCtx.Done()
 	keys := r.keyHeaders(ps)
 	// The content header's properties, encoded once per headers table.
@@ -94,28 +87,8 @@ publish:
 			break publish
 		default:
 		}
-		if interval > 0 {
-			if d := time.Until(start.Add(time.Duration(seq) * interval)); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-t.C:
-				case <-done:
-					t.Stop()
-					break publish
-				}
-			}
-		}
-		if cfg.MaxInflight > 0 && cfg.Consumers > 0 {
-			for r.sent.Load()-r.received.Load()/r.fanout > cfg.MaxInflight {
-				if werr = c.w.Flush(); werr != nil {
-					break publish
-				}
-				select {
-				case <-done:
-					break publish
-				case <-time.After(100 * time.Microsecond):
-				}
-			}
+		if !pace(start, seq, interval, done) || !r.holdInflight(done, c.w.Flush) {
+			break publish
 		}
 		if sem != nil {
 			select {
@@ -173,20 +146,7 @@ publish:
 	if werr != nil {
 		r.fail("producer %d: publish: %v", ps.id, werr)
 	} else if sem != nil {
-		deadline := time.Now().Add(cfg.DrainTimeout)
-		for len(sem) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-			select {
-			case err := <-readerDone:
-				if err != nil {
-					r.fail("producer %d: %v", ps.id, err)
-				}
-				deadline = time.Now()
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-		if n := len(sem); n > 0 {
-			r.fail("producer %d: %d confirms outstanding after drain timeout", ps.id, n)
-		}
+		drainConfirms(r, ctx, ps, sem, readerDone, func(err error) error { return err })
 	}
 	// The reader sees the close-ok (or the socket's end) and stops.
 	_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second))

@@ -69,15 +69,8 @@ func (r *runner) produce(ctx, pubCtx context.Context, ps *producerState, end *ti
 	if cfg.Persistent {
 		mode = amqp.Persistent
 	}
-	body := make([]byte, cfg.Size)
-	for i := minBodySize; i < len(body); i++ {
-		body[i] = byte('a' + i%26)
-	}
+	body, interval := r.publishBody(), r.publishInterval()
 	start := time.Now()
-	var interval time.Duration
-	if cfg.Rate > 0 {
-		interval = time.Duration(float64(time.Second) / cfg.Rate)
-	}
 	done := pubCtx.Done()
 	keys := r.keyHeaders(ps)
 	var seq int64
@@ -88,26 +81,8 @@ publish:
 			break publish
 		default:
 		}
-		if interval > 0 {
-			due := start.Add(time.Duration(seq) * interval)
-			if d := time.Until(due); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-t.C:
-				case <-done:
-					t.Stop()
-					break publish
-				}
-			}
-		}
-		if cfg.MaxInflight > 0 && cfg.Consumers > 0 {
-			for r.sent.Load()-r.received.Load()/r.fanout > cfg.MaxInflight {
-				select {
-				case <-done:
-					break publish
-				case <-time.After(100 * time.Microsecond):
-				}
-			}
+		if !pace(start, seq, interval, done) || !r.holdInflight(done, nil) {
+			break publish
 		}
 		if sem != nil {
 			select {
@@ -143,23 +118,94 @@ publish:
 	}
 	*end = time.Now()
 	if sem != nil {
-		deadline := time.Now().Add(cfg.DrainTimeout)
-		for len(sem) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-			select {
-			case e := <-chClosed:
-				if e != nil {
-					r.fail("producer %d: channel closed: %v", ps.id, e)
-				}
-				deadline = time.Now()
-			case <-time.After(2 * time.Millisecond):
+		drainConfirms(r, ctx, ps, sem, chClosed, func(e *amqp.Error) error {
+			if e == nil {
+				return nil
 			}
-		}
-		if n := len(sem); n > 0 {
-			r.fail("producer %d: %d confirms outstanding after drain timeout", ps.id, n)
-		}
+			return fmt.Errorf("channel closed: %v", e)
+		})
 	}
 	closeWithin(conn, nc, 5*time.Second)
 	<-listenerDone
+}
+
+// publishBody is a producer's body buffer: --size bytes, filled past
+// the header encodeBody writes.
+func (r *runner) publishBody() []byte {
+	body := make([]byte, r.cfg.Size)
+	for i := minBodySize; i < len(body); i++ {
+		body[i] = byte('a' + i%26)
+	}
+	return body
+}
+
+// publishInterval is the time between a producer's publishes under
+// --rate (0: none).
+func (r *runner) publishInterval() time.Duration {
+	if r.cfg.Rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / r.cfg.Rate)
+}
+
+// pace waits until publish seq is due at interval after start (0: at
+// once); false when done closes first.
+func pace(start time.Time, seq int64, interval time.Duration, done <-chan struct{}) bool {
+	if interval <= 0 {
+		return true
+	}
+	d := time.Until(start.Add(time.Duration(seq) * interval))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+// holdInflight waits while --max-inflight messages are published but not
+// received; flush (when set) first writes out what a producer buffers.
+// False when done closes first or flush fails.
+func (r *runner) holdInflight(done <-chan struct{}, flush func() error) bool {
+	if r.cfg.MaxInflight <= 0 || r.cfg.Consumers <= 0 {
+		return true
+	}
+	for r.sent.Load()-r.received.Load()/r.fanout > r.cfg.MaxInflight {
+		if flush != nil && flush() != nil {
+			return false
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+	return true
+}
+
+// drainConfirms waits, at most --drain-timeout, for a producer's
+// outstanding confirms (its window sem empties); a value on closed ends
+// the wait, failing the run when ended says it is an error.
+func drainConfirms[E any](r *runner, ctx context.Context, ps *producerState, sem chan struct{}, closed <-chan E, ended func(E) error) {
+	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	for len(sem) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		select {
+		case e := <-closed:
+			if err := ended(e); err != nil {
+				r.fail("producer %d: %v", ps.id, err)
+			}
+			deadline = time.Now()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if n := len(sem); n > 0 {
+		r.fail("producer %d: %d confirms outstanding after drain timeout", ps.id, n)
+	}
 }
 
 type delivery struct {
