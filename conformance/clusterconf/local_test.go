@@ -190,11 +190,24 @@ func target(t *testing.T) (*Cluster, map[string][]string, func(clusterCase) stri
 	}
 }
 
+// handedOut are the addresses freeAddr gave: the OS may hand a port
+// closed a moment ago out again, and a node's management listener once
+// got another node's cluster port (CI: "address already in use").
+var handedOut = map[string]bool{}
+
+// freeAddr is a free port on 127.0.0.1 that this process was not given
+// before.
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		if !handedOut[a] {
+			handedOut[a] = true
+			return a
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
