@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/stream"
 )
 
 // A classic queue seen from a node that is not its home: a remoteQueue,
@@ -217,6 +218,16 @@ func (q *remoteQueue) homeUp() bool      { return q.ghost || !q.r.isDown(q.home)
 func (q *remoteQueue) Decl() *queue.Decl { return &q.decl }
 func (q *remoteQueue) Type() queue.Type  { return q.typ }
 func (q *remoteQueue) Touch()            {}
+
+// CheckPublish implements queue.PublishChecker for a stream's stand-in:
+// its home would refuse a partition header out of range (406) on its
+// own node, so this node refuses it too, before forwarding anything.
+func (q *remoteQueue) CheckPublish(m *queue.Message) error {
+	if q.typ != q.r.streamType {
+		return nil
+	}
+	return stream.CheckPartitionHeaders(q.decl.Args, m)
+}
 func (q *remoteQueue) MessageStats() queue.MessageStats {
 	return queue.MessageStats{}
 }

@@ -531,3 +531,26 @@ func TestAutomaticOffsetTracking(t *testing.T) {
 	}
 	q.Delete(false, false)
 }
+
+// TestCheckPartitionHeaders: a stand-in's check (CheckPartitionHeaders)
+// refuses what the stream's own CheckPublish refuses, and only that.
+func TestCheckPartitionHeaders(t *testing.T) {
+	args := map[string]any{"x-queue-type": "stream", "x-stream-partitions": int32(3)}
+	for _, c := range []struct {
+		args    map[string]any
+		headers amqp.Table
+		refused bool
+	}{
+		{args, amqp.Table{"x-stream-partition": int32(7)}, true},
+		{args, amqp.Table{"x-stream-partition": "one"}, true},
+		{args, amqp.Table{"x-stream-partition": int32(2)}, false},
+		{args, amqp.Table{"x-stream-partition-key": "k"}, false},
+		{args, nil, false},
+		{map[string]any{"x-queue-type": "stream"}, amqp.Table{"x-stream-partition": int32(7)}, false}, // not partitioned
+	} {
+		err := stream.CheckPartitionHeaders(c.args, &queue.Message{Props: withHeaders(t, c.headers)})
+		if (err != nil) != c.refused {
+			t.Errorf("%v with %v: %v", c.args, c.headers, err)
+		}
+	}
+}

@@ -330,6 +330,24 @@ func (q *Queue) CheckPublish(m *queue.Message) error {
 	return err
 }
 
+// CheckPartitionHeaders is CheckPublish for a stream declared with args
+// but not open here (its stand-in on another node of a cluster): the
+// same 406 for a partition header the stream cannot honour, before the
+// message is forwarded.
+func CheckPartitionHeaders(args map[string]any, m *queue.Message) error {
+	n, byKey, partitioned, err := parsePartitions(args)
+	if err != nil || !partitioned {
+		return nil
+	}
+	var read publishHeaders
+	h := headersOf(m, false, &read)
+	if h.partition == nil && h.key == nil {
+		return nil
+	}
+	_, err = group.Router{Partitions: n, ByRoutingKey: byKey}.RouteValues(h.partition, h.key, m.RoutingKey, nil)
+	return err
+}
+
 // written runs after the writer synced a batch of n records:
 // the dispatcher offers them.
 func (q *Queue) written(n int) {

@@ -99,6 +99,31 @@ func TestThreeNodes(t *testing.T) {
 			}
 			readStream(t, c.channel(n3), "s1", msgs)
 			readStream(t, c.channel(n2), "s1", msgs) // every reader reads it all
+			// A partition header out of range: 406 through any node, as
+			// on the stream's home.
+			if _, err := c.channel(n1).QueueDeclare("ps1", true, false, false, false, amqp091.Table{"x-queue-type": "stream", "x-stream-partitions": 3}); err != nil {
+				t.Fatal(err)
+			}
+			var texts []string
+			for _, nd := range []*node{n1, n2} {
+				ch := c.channel(nd)
+				closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+				if err := ch.Publish("", "ps1", false, false, amqp091.Publishing{Headers: amqp091.Table{"x-stream-partition": 7}, Body: []byte("x")}); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case e := <-closed:
+					if e == nil || e.Code != 406 {
+						t.Fatalf("publish to partition 7 of 3 through %s: %v", nd.name, e)
+					}
+					texts = append(texts, e.Reason)
+				case <-time.After(waitTimeout):
+					t.Fatalf("publish to partition 7 of 3 through %s: the channel stayed open", nd.name)
+				}
+			}
+			if texts[0] != texts[1] {
+				t.Fatalf("the home says %q, another node %q", texts[0], texts[1])
+			}
 		}},
 		{"RequeueOnChannelClose", func(t *testing.T) {
 			msgs := bodies("b", 20)
