@@ -30,6 +30,10 @@
 #   WARREN_BIN=path a warren binary to run instead of the checkout's
 #   QUORUM_ONLY=1   Warren: only the quorum throughput run (no classic
 #                   run, no failovers)
+#   FAILOVER_ONLY=1 only the quorum failovers (no throughput runs, no
+#                   classic failover)
+#   FAILOVERS=1     quorum failovers per broker (node 1 restarted between
+#                   them; the median is kept)
 #   PPROF_PORT=p    Warren nodes serve Go profiles on 127.0.0.1:p..p+2
 # It never touches the RabbitMQ on 5672: its nodes have their own names
 # (wbench1..3@host), ports, data and log dirs, plugins file and erlang
@@ -44,6 +48,8 @@ LEAN_ARGS=
 [[ ${LEAN:-1} == 1 ]] && LEAN_ARGS="--lean-publisher --lean-consumer"
 FAILOVER_DUR=${FAILOVER_DUR:-20}
 QUORUM_ONLY=${QUORUM_ONLY:-0}
+FAILOVER_ONLY=${FAILOVER_ONLY:-0}
+FAILOVERS=${FAILOVERS:-1}
 PPROF_PORT=${PPROF_PORT:-}
 RABBIT_PORT=${RABBIT_PORT:-5701}
 WARREN_PORT=${WARREN_PORT:-5711}
@@ -154,9 +160,26 @@ rabbit_run() {
 	log "RabbitMQ cluster: $(rctl 1 cluster_status --formatter json | jq -c '.running_nodes')"
 	log "RabbitMQ version: $(rctl 1 eval 'rabbit:product_version().' 2>/dev/null)"
 	local u1=amqp://guest:guest@127.0.0.1:$RABBIT_PORT/ u2=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 2))/
-	RESULT_RABBIT_QQ=$(perf rabbit-quorum "$u1" "$u2" quorum)
-	LEADER_FN=rabbit_leader failover rabbit-quorum "$u1" "$u2,$u3" quorum rabbit_kill1
-	RESULT_RABBIT_FO=$FO
+	[[ $FAILOVER_ONLY == 1 ]] || RESULT_RABBIT_QQ=$(perf rabbit-quorum "$u1" "$u2" quorum)
+	local r fos=()
+	for ((r = 1; r <= FAILOVERS; r++)); do
+		((r > 1)) && { rabbit_start 1 || return; sleep 5; }
+		LEADER_FN=rabbit_leader failover "rabbit-quorum-$r" "$u1" "$u2,$u3" quorum rabbit_kill1
+		fos+=("$FO")
+	done
+	RESULT_RABBIT_FO=$(fo_median "${fos[@]}")
+}
+
+# fo_median FO...: the median of the failover times when each resumed,
+# else the list.
+fo_median() {
+	local f
+	for f in "$@"; do [[ $f =~ ^[0-9.]+$ ]] || { echo "$*"; return; }; done
+	(($# == 1)) && { echo "$1"; return; }
+	local med
+	med=$(printf '%s\n' "$@" | median)
+	local IFS=,
+	printf '%.0f (%s)' "$med" "$*"
 }
 
 # --- Warren: three nodes w1..w3 ---
@@ -193,17 +216,23 @@ warren_run() {
 		RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
 		return
 	fi
-	RESULT_WARREN_CQ=$(perf warren-classic "$u1" "$u2" classic)
+	[[ $FAILOVER_ONLY == 1 ]] || RESULT_WARREN_CQ=$(perf warren-classic "$u1" "$u2" classic)
 	if "$BIN/failover" --urls "$u1" --queue cb-probe --queue-type quorum --duration 1s >/dev/null 2>"$OUT/warren-probe.err"; then
-		RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
-		failover warren-quorum "$u1" "$u2,$u3" quorum warren_kill1
-		RESULT_WARREN_QFO=$FO
-		warren_start 1
-		warren_wait 1
+		[[ $FAILOVER_ONLY == 1 ]] || RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
+		local r fos=()
+		for ((r = 1; r <= FAILOVERS; r++)); do
+			failover "warren-quorum-$r" "$u1" "$u2,$u3" quorum warren_kill1
+			fos+=("$FO")
+			warren_start 1
+			warren_wait 1
+			sleep 3 # node 1 catches up and its members see it running
+		done
+		RESULT_WARREN_QFO=$(fo_median "${fos[@]}")
 	else
 		WARREN_QQ_SKIP=$(tail -1 "$OUT/warren-probe.err" | grep -o 'Exception ([0-9]*) Reason: "[A-Z_]*' | sed 's/Reason: "//')
 		log "Warren quorum skipped: $(tail -1 "$OUT/warren-probe.err")"
 	fi
+	[[ $FAILOVER_ONLY == 1 ]] && return
 	failover warren-classic "$u1" "$u2,$u3" classic warren_kill1 warren_restart1
 	RESULT_WARREN_CFO=$FO
 }
