@@ -477,3 +477,63 @@ func TestPeerRestarted(t *testing.T) {
 		t.Fatalf("told: %v", got)
 	}
 }
+
+// TestPeerLost: a node whose process is gone (its connections end, its
+// listener refuses) is lost at once to the others: Options.PeerLost is
+// called on each, once (the probes never call it), and they no longer
+// count it running. Nothing is lost while every node runs.
+func TestPeerLost(t *testing.T) {
+	c := clustertest.New(t, 3)
+	var mu sync.Mutex
+	lost := map[string][]string{} // node -> the peers it was told of
+	c.Options = func(i int, o *cluster.Options) {
+		self := c.Nodes[i].Name
+		o.PeerLost = func(node string) {
+			mu.Lock()
+			lost[self] = append(lost[self], node)
+			mu.Unlock()
+		}
+	}
+	told := func(node string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lost[node])
+	}
+	for i := range 3 {
+		c.Start(i)
+	}
+	c.WaitLeader(30 * time.Second)
+	clustertest.WaitFor(t, 20*time.Second, "every node sees the three running", func() bool {
+		for i := range 3 {
+			for _, m := range c.Node(i).Members() {
+				if !m.Running {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, s := range c.Nodes {
+		if got := told(s.Name); len(got) != 0 {
+			t.Fatalf("%s told of lost nodes while all run: %v", s.Name, got)
+		}
+	}
+	c.Stop(2)
+	clustertest.WaitFor(t, 20*time.Second, "n1 and n2 told that n3 is lost", func() bool {
+		return slices.Equal(told("n1"), []string{"n3"}) && slices.Equal(told("n2"), []string{"n3"})
+	})
+	clustertest.WaitFor(t, 20*time.Second, "n3 not running for n1 and n2", func() bool {
+		for _, i := range []int{0, 1} {
+			for _, m := range c.Node(i).Members() {
+				if m.Name == "n3" && m.Running {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	c.WaitLeader(30*time.Second, 0, 1)
+	if got := told("n1"); !slices.Equal(got, []string{"n3"}) {
+		t.Fatalf("n1 told %v, want n3 once", got)
+	}
+}

@@ -61,7 +61,8 @@ type Event struct {
 type membership struct {
 	mu       sync.Mutex // a leaf lock
 	lastSeen map[string]time.Time
-	prev     map[string]Member // the last Members computed, for events
+	lostAt   map[string]time.Time // peerLost's: a probe that began before does not count
+	prev     map[string]Member    // the last Members computed, for events
 	leader   string
 	changed  chan struct{} // closed and replaced at each leader change
 	probed   chan struct{} // closed and replaced after each probe round
@@ -71,6 +72,7 @@ type membership struct {
 
 func (m *membership) init() {
 	m.lastSeen = map[string]time.Time{}
+	m.lostAt = map[string]time.Time{}
 	m.prev = map[string]Member{}
 	m.changed = make(chan struct{})
 	m.probed = make(chan struct{})
@@ -93,6 +95,17 @@ func (m *membership) leaderChanged() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.changed
+}
+
+// lost forgets that name answered, as of at: a probe round that began
+// before does not count. It reports whether name was running.
+func (m *membership) lost(name string, at time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.lastSeen[name]
+	delete(m.lastSeen, name)
+	m.lostAt[name] = at
+	return ok
 }
 
 func (m *membership) running(name string) bool {
@@ -236,6 +249,7 @@ func (n *Node) probeLoop() {
 		n.probe()
 		select {
 		case <-t.C:
+		case <-n.probeNow:
 		case <-n.ctx.Done():
 			return
 		}
@@ -268,9 +282,16 @@ func (n *Node) probe() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, s := range cfg.Servers {
-		if answered[i] {
-			m.lastSeen[string(s.ID)] = now
+		if !answered[i] {
+			continue
 		}
+		if at, ok := m.lostAt[string(s.ID)]; ok {
+			if !now.After(at) {
+				continue // the answer may be from before the loss
+			}
+			delete(m.lostAt, string(s.ID))
+		}
+		m.lastSeen[string(s.ID)] = now
 	}
 	for name, t := range m.lastSeen {
 		if now.Sub(t) > 3*n.timing.Probe+n.timing.Probe/2 {

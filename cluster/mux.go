@@ -186,12 +186,13 @@ func (n *Node) handleConn(raw net.Conn) {
 		n.serveRPC(c, p)
 		n.untrack(raw)
 		c.Close()
+		n.connLost(p.name)
 		return
 	}
 	// A Raft connection: its group's transport owns it from here (Close
 	// still closes it through n.conns).
 	select {
-	case layer.accept <- &trackedConn{Conn: c, done: func() { n.untrack(raw) }}:
+	case layer.accept <- &trackedConn{Conn: c, done: func() { n.untrack(raw); n.connLost(p.name) }}:
 	case <-layer.closed:
 		n.untrack(raw)
 		c.Close()

@@ -59,6 +59,12 @@ type Options struct {
 	// gone. It runs before any connection of the new process is served
 	// (its RPCs wait), once per new process; it must not call the Node.
 	PeerRestarted func(node string)
+	// PeerLost, when set, is called with a node's name when its
+	// connections to this node ended and its listener refuses: its
+	// process is gone (lost.go). The metadata group already stands for
+	// election here if it should (Campaign); the groups the caller runs
+	// should too. It must not block.
+	PeerLost func(node string)
 }
 
 // Node is this process's member of a cluster: its listener, the RPC
@@ -93,19 +99,22 @@ type Node struct {
 	mu       sync.Mutex
 	closing  bool
 	conns    map[net.Conn]struct{}
+	checking map[string]bool // peers connLost is dialling
 	groups   map[string]*streamLayer
 	handlers map[string]Handler
 
 	// ready is set once meta and advertise are: the RPC handlers run from
 	// the start (findAdvertise dials this node itself) and look at them
 	// only when it is.
-	ready  atomic.Bool
-	meta   *raft.Raft
-	fsm    *fsm
-	stores []any // the metadata group's stores, closed by Close when io.Closers
-	obs    *raft.Observer
+	ready     atomic.Bool
+	meta      *raft.Raft
+	metaTrans *GroupTransport
+	fsm       *fsm
+	stores    []any // the metadata group's stores, closed by Close when io.Closers
+	obs       *raft.Observer
 
-	members membership
+	members  membership
+	probeNow chan struct{} // a probe round now (peerLost)
 }
 
 // Start starts a node: its listener, the metadata group (from its stored
@@ -127,7 +136,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		cfg: cfg, opts: opts, timing: opts.Timing,
 		secret: []byte(cfg.Secret), instance: newInstance(),
 		conns: map[net.Conn]struct{}{}, groups: map[string]*streamLayer{}, handlers: map[string]Handler{},
-		instances: map[string]instanceID{},
+		instances: map[string]instanceID{}, checking: map[string]bool{}, probeNow: make(chan struct{}, 1),
 	}
 	n.pool.idle = map[string][]*rpcConn{}
 	n.timing.setDefaults()
@@ -308,7 +317,7 @@ func (n *Node) startMetadata() error {
 		trans.Close()
 		return fmt.Errorf("cluster: metadata group: %w", err)
 	}
-	n.meta = r
+	n.meta, n.metaTrans = r, trans
 	n.ready.Store(true)
 	obsCh := make(chan raft.Observation, 16)
 	n.obs = raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
