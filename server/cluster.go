@@ -47,6 +47,8 @@ func (s *Server) startCluster() error {
 		// Before the new process's RPCs: its consumers of this node's
 		// queues must not meet its old process's.
 		PeerRestarted: s.peerRestarted,
+		// A killed node's quorum queues elect new leaders at once.
+		PeerLost: s.quorum.PeerLost,
 		// A definition change is answered once every node applied it,
 		// as RabbitMQ's (declare on one node, use on another at once).
 		ApplyEverywhere: true,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/queue"
 )
 
@@ -273,4 +274,26 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 		t.mu.Unlock()
 	}()
 	return refs
+}
+
+// PeerLost: node's process is gone (cluster.Options.PeerLost). Every
+// group here that node led stands for election now, one surviving voter
+// first (cluster.Campaign), instead of after raft's heartbeat and
+// election timeouts: publishing to its queue resumes in milliseconds.
+// It does not block.
+func (t *Type) PeerLost(node string) {
+	t.mu.Lock()
+	var qs []*Queue
+	for _, q := range t.queues {
+		if q.place != nil {
+			qs = append(qs, q)
+		}
+	}
+	t.mu.Unlock()
+	for _, q := range qs {
+		if _, id := q.r.LeaderWithID(); string(id) != node && id != "" {
+			continue
+		}
+		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/raftstore"
 )
@@ -272,14 +273,16 @@ func (q *Queue) elect(id raft.ServerID, addr raft.ServerAddress, many bool) {
 	if !many && (len(srv) != 1 || srv[0].ID != id || srv[0].Suffrage != raft.Voter) {
 		return
 	}
+	q.typ.logErr(q.standNow(), "quorum queue: cannot call an election")
+}
+
+// standNow sends this replica a TimeoutNow: it stands for election at
+// once (an in-memory transport is connected to itself first).
+func (q *Queue) standNow() error {
 	if it, ok := q.trans.(*raft.InmemTransport); ok {
-		it.Connect(addr, it)
+		it.Connect(it.LocalAddr(), it)
 	}
-	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)}}
-	var resp raft.TimeoutNowResponse
-	if err := q.trans.TimeoutNow(id, addr, req, &resp); err != nil {
-		q.typ.logErr(err, "quorum queue: cannot call an election")
-	}
+	return cluster.TimeoutNow(q.trans, q.typ.cfg.NodeID)
 }
 
 // Raft returns the queue's Raft, for membership changes (AddVoter) and

@@ -19,9 +19,10 @@ import (
 // groups talk over raft's in-memory transports and forward entries with
 // direct calls.
 type replicas struct {
-	t     *testing.T
-	names []string
-	dirs  map[string]string
+	t       *testing.T
+	names   []string
+	dirs    map[string]string
+	timeout time.Duration // raft's timeouts (default 200 ms)
 
 	mu    sync.Mutex
 	types map[string]*quorum.Type
@@ -29,7 +30,11 @@ type replicas struct {
 }
 
 func newReplicas(t *testing.T, names ...string) *replicas {
-	r := &replicas{t: t, names: names, dirs: map[string]string{}, types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
+	return newReplicasTimeout(t, 200*time.Millisecond, names...)
+}
+
+func newReplicasTimeout(t *testing.T, timeout time.Duration, names ...string) *replicas {
+	r := &replicas{t: t, names: names, dirs: map[string]string{}, timeout: timeout, types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
 	for _, n := range names {
 		r.dirs[n] = t.TempDir()
 		r.start(n)
@@ -45,7 +50,7 @@ func newReplicas(t *testing.T, names ...string) *replicas {
 // start (re)starts node n's type from its directory.
 func (r *replicas) start(n string) {
 	typ := quorum.NewType(quorum.Config{
-		Dir: r.dirs[n], NodeID: n, Timeout: 200 * time.Millisecond, SnapshotThreshold: 32, NoSync: true,
+		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, SnapshotThreshold: 32, NoSync: true,
 		Log: func(err error, msg string) { r.t.Logf("%s: %s: %v", n, msg, err) },
 		Transport: func(uint64) (raft.ServerAddress, raft.Transport, error) {
 			addr, tr := raft.NewInmemTransport(raft.ServerAddress(n))
@@ -294,6 +299,33 @@ func TestReplicatedHandOver(t *testing.T) {
 	})
 }
 
+// PeerLost: the members left of a group whose leader's node is gone
+// elect a new leader at once, the first of them in name order, not
+// after raft's timeouts (ten minutes here, so nothing else could elect
+// one within the test), and publishing through the other one goes on.
+// A node lost that led nothing moves no leadership.
+func TestReplicatedPeerLostStandsAtOnce(t *testing.T) {
+	// a's replica opens last: its first election (at once, it is the
+	// first leader) finds the others' open.
+	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 11, "pl")
+	publishWait(t, qs["c"], "before")
+	waitUntil(t, "on every replica, b and c know a leads", func() bool {
+		return qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1 &&
+			qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
+	})
+	r.typ("b").PeerLost("c") // c led nothing
+	r.typ("a").PeerLost("b")
+	if !qs["a"].Leads() || qs["b"].Replica().State != "Follower" {
+		t.Fatalf("a lost node that led nothing moved the leadership: a %+v, b %+v", qs["a"].Replica(), qs["b"].Replica())
+	}
+	r.stop("a")
+	r.typ("c").PeerLost("a")
+	r.typ("b").PeerLost("a")
+	waitUntil(t, "b leads, c knows it", func() bool { return qs["b"].Leads() && qs["c"].Replica().Leader == "b" })
+	publishWait(t, qs["c"], "after")
+	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
+}
+
 // A replica that leaves and is made a member again at once opens only
 // once the old one has stopped and its data is gone (same group id, same
 // transport name): the new one is not refused, and its data is not
@@ -356,7 +388,11 @@ func TestReplicatedGetReturnedWithItsNode(t *testing.T) {
 // 1<<62|n, first leader a) and waits until a leads it.
 func newGroup(t *testing.T, n uint64, name string) (*replicas, quorum.Placement, queue.Decl, map[string]*quorum.Queue) {
 	t.Helper()
-	r := newReplicas(t, "a", "b", "c")
+	return newGroupOn(t, newReplicas(t, "a", "b", "c"), n, name)
+}
+
+func newGroupOn(t *testing.T, r *replicas, n uint64, name string) (*replicas, quorum.Placement, queue.Decl, map[string]*quorum.Queue) {
+	t.Helper()
 	p := quorum.Placement{Group: 1<<62 | n, Members: []string{"a", "b", "c"}, Leader: "a"}
 	decl := queue.Decl{VHost: "/", Name: name, Durable: true}
 	qs := map[string]*quorum.Queue{}
