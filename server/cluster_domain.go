@@ -54,7 +54,14 @@ func (v *vhost) deleteHomed(q queue.Queue, r *replica, ifUnused, ifEmpty bool) (
 	case ifEmpty && st.Ready > 0:
 		return 0, &PreconditionError{Reason: NotEmpty, Kind: "queue", Name: name, VHost: v.name}
 	}
+	// A quorum queue's count is its leader's ready messages before the
+	// deletion, as RabbitMQ's (rabbit_quorum_queue:delete asks stat/1
+	// first); this node's replica may lag the leader.
+	ready, _, quorumReplica := v.srv.replicatedCounts(q)
 	res, err := v.srv.propose(&metaCmd{Op: opQueueDelete, VHost: v.name, Name: name, Inc: r.inc, System: true})
+	if quorumReplica && err == nil {
+		return ready, nil
+	}
 	return res.N, err
 }
 

@@ -95,6 +95,7 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		return s.quorum.Forwarded(binary.BigEndian.Uint64(req), req[8:])
 	})
 	n.Handle("quorum.member", s.whenReady(s.handleMember))
+	n.Handle("quorum.stat", s.whenReady(s.handleQuorumStat))
 	s.clusterWG.Add(1)
 	go func() {
 		defer s.clusterWG.Done()
@@ -408,4 +409,100 @@ func (s *Server) replicaInfo(v *vhost, q queue.Queue, qi *QueueInfo) {
 			qi.Online = append(qi.Online, m)
 		}
 	}
+}
+
+// quorumStatTimeout bounds asking a quorum queue's leader for its counts
+// (RabbitMQ's stat/1 waits 250 ms for its leader's, then answers 0, 0;
+// here the asking replica's own counts are the answer then).
+const quorumStatTimeout = time.Second
+
+// replicatedCounts are quorumCounts of q if it is this node's replica of
+// a replicated quorum queue (ok), nothing otherwise.
+func (s *Server) replicatedCounts(q queue.Queue) (ready, consumers int, ok bool) {
+	qq, ok := q.(*quorum.Queue)
+	if !ok || qq.Placement() == nil {
+		return 0, 0, false
+	}
+	ready, consumers = s.quorumCounts(qq)
+	return ready, consumers, true
+}
+
+// quorumCounts are a replicated quorum queue's queue.declare-ok and
+// queue.delete-ok figures: its ready messages and its consumers on every
+// node, as its leader has them (RabbitMQ's rabbit_quorum_queue:stat asks
+// the leader). A follower's own lag the publishes confirmed through
+// other nodes (they are confirmed once the leader applied them), so it
+// asks the leader ("quorum.stat"), or another member to ask it; when
+// none answers, its own.
+func (s *Server) quorumCounts(q *quorum.Queue) (ready, consumers int) {
+	if q.Leads() {
+		return q.Counts()
+	}
+	self, gid := s.meta.self, q.GroupID()
+	leader := q.LeaderNode()
+	if leader != "" && leader != self {
+		if r, c, err := s.askQuorumStat(leader, gid, false); err == nil {
+			return r, c
+		}
+	}
+	// No leader known here (a replica just created or restarted has not
+	// heard from it yet: a new one knows no voters either, a restarted
+	// one has applied nothing of its log), or it did not answer: a member
+	// that knows the leader asks it.
+	members := q.Replica().Members
+	for _, m := range q.Placement().Members {
+		if !slices.Contains(members, m) {
+			members = append(members, m)
+		}
+	}
+	for _, m := range members {
+		if m == self || m == leader {
+			continue
+		}
+		if r, c, err := s.askQuorumStat(m, gid, true); err == nil {
+			return r, c
+		}
+	}
+	return q.Counts()
+}
+
+// askQuorumStat asks node for the counts of quorum group gid; relay: a
+// node that does not lead it asks the leader it knows (a stand-in asks
+// its member, which may not lead).
+func (s *Server) askQuorumStat(node string, gid uint64, relay bool) (ready, consumers int, err error) {
+	n := s.cluster
+	if n == nil {
+		return 0, 0, errClusterDown
+	}
+	req := binary.BigEndian.AppendUint64(make([]byte, 0, 9), gid)
+	req = append(req, b2u(relay))
+	ctx, cancel := context.WithTimeout(s.clusterCtx, quorumStatTimeout)
+	defer cancel()
+	out, err := n.Call(ctx, node, "quorum.stat", req)
+	if err != nil {
+		return 0, 0, err
+	}
+	r := rbuf{b: out}
+	ready, consumers = int(r.uv()), int(r.uv())
+	return ready, consumers, r.err
+}
+
+// handleQuorumStat is "quorum.stat": the counts of a group this node
+// leads; with relay set, a member that does not lead asks the leader.
+func (s *Server) handleQuorumStat(_ context.Context, _ string, req []byte) ([]byte, error) {
+	if len(req) < 9 {
+		return nil, errShortRPC
+	}
+	gid, relay := binary.BigEndian.Uint64(req), req[8] == 1
+	ready, consumers, leader, err := s.quorum.LeaderCounts(gid)
+	if errors.Is(err, raft.ErrNotLeader) && relay && leader != "" && leader != s.meta.self {
+		ready, consumers, err = s.askQuorumStat(leader, gid, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var w wbuf
+	w.uv(uint64(ready))
+	w.uv(uint64(consumers))
+	return w.b, nil
 }

@@ -547,6 +547,24 @@ func (q *remoteQueue) Stats() queue.Stats {
 	return st
 }
 
+// DeclareCounts implements queue.DeclareCounter: a quorum queue's
+// stand-in asks its member for the leader's counts (quorumCounts), and
+// falls back to Stats as every other stand-in does.
+func (q *remoteQueue) DeclareCounts() (messages, consumers int) {
+	if q.typ == q.r.quorumType && q.homeUp() && !q.ghost {
+		q.v.mu.RLock()
+		r := q.v.replicas[q.decl.Name]
+		q.v.mu.RUnlock()
+		if r != nil {
+			if m, c, err := q.r.s.askQuorumStat(q.home, quorumGroupBase|r.inc, true); err == nil {
+				return m, c
+			}
+		}
+	}
+	st := q.Stats()
+	return st.Ready, st.Consumers
+}
+
 // Purge asks the home.
 func (q *remoteQueue) Purge() int {
 	out, err := q.call("warren.purge", q.queueReq())

@@ -134,7 +134,7 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 		if err != nil {
 			return QueueDeclared{}, err
 		}
-		return declared(name, q), nil
+		return v.declared(name, q), nil
 	}
 	if name == "" {
 		name = genName("amq.gen-")
@@ -158,7 +158,7 @@ func (v *vhost) DeclareQueue(a Actor, d QueueDeclare) (QueueDeclared, error) {
 		return QueueDeclared{}, err
 	}
 	v.srv.churn.queueDeclared.Add(1)
-	return declared(name, q), nil
+	return v.declared(name, q), nil
 }
 
 // declareReplicated is DeclareQueue in a cluster: a command of the
@@ -193,7 +193,7 @@ func (v *vhost) declareReplicated(a Actor, decl queue.Decl) (QueueDeclared, erro
 		return QueueDeclared{}, err
 	}
 	v.srv.churn.queueDeclared.Add(1)
-	return declared(name, q), nil
+	return v.declared(name, q), nil
 }
 
 // openQueue is DeclareQueue's part under v.mu: compare with the existing
@@ -252,7 +252,12 @@ func (v *vhost) openQueue(a Actor, decl queue.Decl, r *replica) (queue.Queue, er
 	return q, nil
 }
 
-func declared(name string, q queue.Queue) QueueDeclared {
+// declared is declare-ok's answer for q: a replicated quorum queue's
+// counts are its leader's (replicatedCounts).
+func (v *vhost) declared(name string, q queue.Queue) QueueDeclared {
+	if m, c, ok := v.srv.replicatedCounts(q); ok {
+		return QueueDeclared{Name: name, Messages: m, Consumers: c}
+	}
 	if dc, ok := q.(queue.DeclareCounter); ok {
 		m, c := dc.DeclareCounts()
 		return QueueDeclared{Name: name, Messages: m, Consumers: c}

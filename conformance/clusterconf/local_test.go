@@ -29,29 +29,13 @@ import (
 // and a difference that goes away fails the case until its entry goes
 // too. The live run (bench/clusterconf.sh) reports them all.
 var knownDifferences = map[string][]knownDiff{
-	"QuorumAcrossNodes": {
-		{whyCount, "passive on node3: ok messages=3 consumers=0", "passive on node3: ok messages=*"},
-		{whyConsumers, "passive on node2 with the consumer: ok messages=0 consumers=1", "passive on node2 with the consumer: ok messages=0 consumers=0"},
-	},
-	"QuorumDeletePurgeFromOtherNode": {
-		{whyDeleteCount, "deleted messages=1", "deleted messages=*"},
-	},
 	"ClassicHomeDown": {
 		{whyRecovery, `node3 got body=d2 redelivered=true exchange="" key="<q>"`, `node3 got body=d2 redelivered=false exchange="" key="<q>"`},
-	},
-	"QuorumLeaderKilled": {
-		{whyConsumers, "passive on node3: ok messages=0 consumers=1", "passive on node3: ok messages=0 consumers=0"},
-		{whyConsumers, "passive on node1: ok messages=0 consumers=1", "passive on node1: ok messages=0 consumers=0"},
 	},
 }
 
 // The known differences (see the report of the clusterconf branch).
 const (
-	whyCount = "quorum: queue.declare-ok's message count on a node other than the leader lags the publishes confirmed " +
-		"through another node (RabbitMQ: 3, Warren: 0 to 2)"
-	whyConsumers   = "quorum: queue.declare-ok's consumer count on another node than the consumer's is 0 in Warren, 1 in RabbitMQ"
-	whyDeleteCount = "quorum: queue.delete-ok's message count from another node than the leader is 1 or 2 in Warren " +
-		"(with or without the message a consumer holds unacknowledged), 1 in RabbitMQ (the ready one)"
 	whyRecovery = "a durable classic queue recovered after kill -9: RabbitMQ 3.10 marks every recovered message " +
 		"redelivered, Warren only those delivered before the crash"
 )

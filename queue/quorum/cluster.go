@@ -90,6 +90,41 @@ func (q *Queue) Replica() ReplicaState {
 // Leads reports whether this replica is its group's leader.
 func (q *Queue) Leads() bool { return q.r.State() == raft.Leader }
 
+// LeaderNode is the node of the group's leader as this replica knows it
+// ("" none known).
+func (q *Queue) LeaderNode() string {
+	_, id := q.r.LeaderWithID()
+	return string(id)
+}
+
+// Counts are the queue's ready messages and its consumers on every node
+// as this replica's applied state has them: queue.declare-ok's figures
+// on the leader (rabbit_fifo's query_stat). A follower's lag behind the
+// leader (what it has not applied yet), so a node that does not lead
+// asks the leader (LeaderCounts there).
+func (q *Queue) Counts() (ready, consumers int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.m.readyN, len(q.m.consumers)
+}
+
+// LeaderCounts is Counts of this node's replica of group if it leads
+// the group; raft.ErrNotLeader and the leader it knows ("" none) if it
+// does not, ErrNoGroup without a replica here.
+func (t *Type) LeaderCounts(group uint64) (ready, consumers int, leader string, err error) {
+	t.mu.Lock()
+	q := t.queues[group]
+	t.mu.Unlock()
+	if q == nil {
+		return 0, 0, "", ErrNoGroup
+	}
+	if !q.Leads() {
+		return 0, 0, q.LeaderNode(), raft.ErrNotLeader
+	}
+	ready, consumers = q.Counts()
+	return ready, consumers, t.cfg.NodeID, nil
+}
+
 // DetachDown runs on the leader: the consumers of nodes that running says
 // are down are detached (what they held comes back with x-delivery-count
 // raised), as rabbit_fifo does for a node that went down. Only the

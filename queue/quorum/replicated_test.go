@@ -408,3 +408,37 @@ func newGroupOn(t *testing.T, r *replicas, n uint64, name string) (*replicas, qu
 	}
 	return r, p, decl, qs
 }
+
+// The leader's counts are queue.declare-ok's (RabbitMQ asks the leader):
+// right after publishes through a follower are confirmed they count
+// them, and they count the consumers of every node; a replica that does
+// not lead refuses and names the leader.
+func TestReplicatedLeaderCounts(t *testing.T) {
+	r, _, _, qs := newGroup(t, 11, "lc")
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	rec := queuetest.NewRecorder(100, false)
+	if err := qs["c"].AddConsumer(queue.ConsumeOptions{Tag: "c1", Consumer: rec, Prefetch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		publishWait(t, qs["b"], fmt.Sprint("m", i))
+		ready, consumers, leader, err := r.typ("a").LeaderCounts(1<<62 | 11)
+		if err != nil || leader != "a" {
+			t.Fatalf("LeaderCounts on a: %v (leader %q)", err, leader)
+		}
+		// The consumer on c holds the first (prefetch 1).
+		if ready != i || consumers != 1 {
+			t.Fatalf("after %d confirmed publishes: leader counts ready=%d consumers=%d, want %d and 1", i+1, ready, consumers, i)
+		}
+	}
+	_, _, leader, err := r.typ("b").LeaderCounts(1<<62 | 11)
+	if !errors.Is(err, raft.ErrNotLeader) || leader != "a" {
+		t.Fatalf("LeaderCounts on b: %v (leader %q), want ErrNotLeader and a", err, leader)
+	}
+	if _, _, _, err := r.typ("b").LeaderCounts(1<<62 | 99); !errors.Is(err, quorum.ErrNoGroup) {
+		t.Fatalf("LeaderCounts of an unknown group: %v, want ErrNoGroup", err)
+	}
+	// Every replica comes to the same counts as it applies the log; the
+	// consumer on c is one of b's too.
+	waitUntil(t, "b's counts", func() bool { m, c := qs["b"].Counts(); return m == 2 && c == 1 })
+}
