@@ -34,6 +34,10 @@
 #                   classic failover)
 #   FAILOVERS=1     quorum failovers per broker (node 1 restarted between
 #                   them; the median is kept)
+#   IDLE=N          instead of all that: N quorum queues declared on node
+#                   1 (the declare time per queue), then each node's CPU
+#                   (% of a core) and RSS at rest, 10 s after the last
+#                   declare, over IDLE_DUR=20 seconds
 #   PPROF_PORT=p    Warren nodes serve Go profiles on 127.0.0.1:p..p+2
 # It never touches the RabbitMQ on 5672: its nodes have their own names
 # (wbench1..3@host), ports, data and log dirs, plugins file and erlang
@@ -51,6 +55,8 @@ QUORUM_ONLY=${QUORUM_ONLY:-0}
 FAILOVER_ONLY=${FAILOVER_ONLY:-0}
 FAILOVERS=${FAILOVERS:-1}
 PPROF_PORT=${PPROF_PORT:-}
+IDLE=${IDLE:-0}
+IDLE_DUR=${IDLE_DUR:-20}
 RABBIT_PORT=${RABBIT_PORT:-5701}
 WARREN_PORT=${WARREN_PORT:-5711}
 # The scripts themselves, not /usr/sbin's wrappers (which switch to the
@@ -123,6 +129,43 @@ failover() {
 	FO=$(jq -r 'if .resumed then .longest_gap_ms else "no confirms for \(.longest_gap_ms) ms, to the end" end' "$OUT/$label-failover.json" 2>/dev/null || echo -)
 }
 
+# idle LABEL URL PID1 PID2 PID3: declares IDLE quorum queues through URL
+# (one connection, one channel), waits 10 s, then samples the three
+# processes' CPU time over IDLE_DUR seconds; prints "declare_ms_each
+# cpu_pct_per_node rss_mb_per_node" (means of the three nodes).
+idle() {
+	local label=$1 url=$2; shift 2
+	local took
+	took=$(/usr/bin/python3 - "$url" "$IDLE" <<'PY' 2>"$OUT/$label-idle.err"
+import sys, time, pika
+params = pika.URLParameters(sys.argv[1])
+params.blocked_connection_timeout = 600
+conn = pika.BlockingConnection(params)
+ch = conn.channel()
+n = int(sys.argv[2])
+t = time.monotonic()
+for i in range(n):
+    ch.queue_declare(queue="idle-%d" % i, durable=True, arguments={"x-queue-type": "quorum"})
+print("%.1f" % ((time.monotonic() - t) * 1000 / n))
+conn.close()
+PY
+	) || { log "$label: declares failed: $(tail -1 "$OUT/$label-idle.err")"; echo "- - -"; return; }
+	log "$label: $IDLE quorum queues declared, $took ms each"
+	sleep 10
+	local p ticks0=0 ticks1=0 rss=0 hz
+	hz=$(getconf CLK_TCK)
+	for p in "$@"; do ticks0=$((ticks0 + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+	sleep "$IDLE_DUR"
+	for p in "$@"; do
+		ticks1=$((ticks1 + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+		rss=$((rss + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status")))
+	done
+	local cpu
+	cpu=$(awk -v d=$((ticks1 - ticks0)) -v hz="$hz" -v s="$IDLE_DUR" -v n=$# 'BEGIN {printf "%.1f", d / hz / s / n * 100}')
+	log "$label: at rest, $cpu% of a core and $((rss / 1024 / $#)) MB RSS per node"
+	echo "$took $cpu $((rss / 1024 / $#))"
+}
+
 # --- RabbitMQ: three nodes wbench1..3@$HOST ---
 RHOME=$OUT/rabbit-home
 rabbit_env() {
@@ -160,6 +203,10 @@ rabbit_run() {
 	log "RabbitMQ cluster: $(rctl 1 cluster_status --formatter json | jq -c '.running_nodes')"
 	log "RabbitMQ version: $(rctl 1 eval 'rabbit:product_version().' 2>/dev/null)"
 	local u1=amqp://guest:guest@127.0.0.1:$RABBIT_PORT/ u2=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 2))/
+	if ((IDLE > 0)); then
+		RESULT_RABBIT_IDLE=$(idle rabbit "$u1" "$(cat "$OUT/rabbit1/pid")" "$(cat "$OUT/rabbit2/pid")" "$(cat "$OUT/rabbit3/pid")")
+		return
+	fi
 	[[ $FAILOVER_ONLY == 1 ]] || RESULT_RABBIT_QQ=$(perf rabbit-quorum "$u1" "$u2" quorum)
 	local r fos=()
 	for ((r = 1; r <= FAILOVERS; r++)); do
@@ -189,7 +236,7 @@ warren_start() {
 	local extra=()
 	[[ -n $PPROF_PORT ]] && extra=(--pprof-listen "127.0.0.1:$((PPROF_PORT + i - 1))")
 	WARREN_CLUSTER_SECRET=cluster-bench-secret "$BIN/warren" --node-name "w$i" --listen "127.0.0.1:$((WARREN_PORT + i - 1))" \
-		--mgmt-listen off --prometheus-listen off --data-dir "$OUT/warren$i/data" \
+		--mgmt-listen "127.0.0.1:$((WARREN_PORT + 10000 + i - 1))" --prometheus-listen off --data-dir "$OUT/warren$i/data" \
 		--cluster-listen "127.0.0.1:$((WARREN_PORT + 20000 + i - 1))" --cluster-seeds "$WSEEDS" "${extra[@]}" >>"$OUT/warren$i/log" 2>&1 &
 	WPID[$i]=$!
 	PIDS+=("$!")
@@ -203,6 +250,8 @@ warren_wait() {
 	log "Warren node $i did not start"
 	return 1
 }
+# warren_leader QUEUE: its leader, as node 2's management API reports it.
+warren_leader() { echo "queue $1 led by $(curl -s -u guest:guest "http://127.0.0.1:$((WARREN_PORT + 10001))/api/queues/%2F/$1" | jq -r .leader)"; }
 warren_kill1() { kill -9 "${WPID[1]}"; wait "${WPID[1]}" 2>/dev/null; }
 # restart node 1 at once (kill -9 leaves nothing to wait for but the exit).
 warren_restart1() { warren_start 1; }
@@ -212,6 +261,10 @@ warren_run() {
 	for i in 1 2 3; do warren_wait $i || return; done
 	sleep 2 # the nodes see each other running
 	local u1=amqp://guest:guest@127.0.0.1:$WARREN_PORT/ u2=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 2))/
+	if ((IDLE > 0)); then
+		RESULT_WARREN_IDLE=$(idle warren "$u1" "${WPID[1]}" "${WPID[2]}" "${WPID[3]}")
+		return
+	fi
 	if [[ $QUORUM_ONLY == 1 ]]; then
 		RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
 		return
@@ -221,7 +274,7 @@ warren_run() {
 		[[ $FAILOVER_ONLY == 1 ]] || RESULT_WARREN_QQ=$(perf warren-quorum "$u1" "$u2" quorum)
 		local r fos=()
 		for ((r = 1; r <= FAILOVERS; r++)); do
-			failover "warren-quorum-$r" "$u1" "$u2,$u3" quorum warren_kill1
+			LEADER_FN=warren_leader failover "warren-quorum-$r" "$u1" "$u2,$u3" quorum warren_kill1
 			fos+=("$FO")
 			warren_start 1
 			warren_wait 1
@@ -237,7 +290,7 @@ warren_run() {
 	RESULT_WARREN_CFO=$FO
 }
 
-RESULT_RABBIT_QQ="- - - -" RESULT_RABBIT_FO=- RESULT_WARREN_CQ="- - - -" RESULT_WARREN_QQ="- - - -" RESULT_WARREN_QFO=- RESULT_WARREN_CFO=- WARREN_QQ_SKIP=""
+RESULT_RABBIT_IDLE="- - -" RESULT_WARREN_IDLE="- - -" RESULT_RABBIT_QQ="- - - -" RESULT_RABBIT_FO=- RESULT_WARREN_CQ="- - - -" RESULT_WARREN_QQ="- - - -" RESULT_WARREN_QFO=- RESULT_WARREN_CFO=- WARREN_QQ_SKIP=""
 declare -a WPID
 for w in "${WHICH[@]}"; do
 	case $w in
@@ -252,6 +305,19 @@ row() { # label "rate p99c p99 lost" failover
 	num() { [[ $1 == - ]] && echo - || printf "%.${2}f" "$1"; }
 	printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$(num "$rate" 0)" "$(num "$p99c" 1)" "$(num "$p99" 1)" "$lost" "$3"
 }
+if ((IDLE > 0)); then
+	{
+		echo "3-node clusters on $(hostname -s), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d): $IDLE quorum queues declared on node 1 (one channel), then ${IDLE_DUR}s at rest"
+		echo
+		echo "| broker | declare ms per queue | CPU at rest, % of a core per node | RSS MB per node |"
+		echo "|---|--:|--:|--:|"
+		read -r a b c <<<"$RESULT_RABBIT_IDLE"
+		echo "| RabbitMQ 3.10 | $a | $b | $c |"
+		read -r a b c <<<"$RESULT_WARREN_IDLE"
+		echo "| Warren | $a | $b | $c |"
+	} | tee "$OUT/cluster.md"
+	exit 0
+fi
 {
 	echo "3-node clusters on $(hostname -s), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d): 1 KB persistent, confirms (window $CONFIRM), publisher on node 1, consumer on node 2, ${DUR}s x $ROUNDS rounds (medians); failover: kill -9 of node 1 (the queue's leader or home) under a publisher on node 2"
 	echo
