@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,7 +35,10 @@ func runChildBroker(dir, addr string) {
 		fmt.Fprintln(os.Stderr, "child broker:", err)
 		os.Exit(2)
 	}
-	if err := srv.Serve(context.Background()); err != nil {
+	// SIGTERM stops it cleanly (childBroker.stop), SIGKILL not.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := srv.Serve(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child broker:", err)
 		os.Exit(2)
 	}
@@ -73,6 +77,15 @@ func (b *childBroker) start() {
 func (b *childBroker) kill() {
 	b.cmd.Process.Signal(syscall.SIGKILL)
 	b.cmd.Wait()
+}
+
+// stop stops the child broker cleanly (SIGTERM: Serve's shutdown).
+func (b *childBroker) stop() {
+	b.t.Helper()
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	if err := b.cmd.Wait(); err != nil {
+		b.t.Fatalf("child broker's clean stop: %v", err)
+	}
 }
 
 func freeAddr(t *testing.T) string {

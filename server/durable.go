@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/warrenmq/warren/binding"
@@ -14,6 +15,40 @@ import (
 // are written before they become visible (their confirms wait for the
 // fsync), settlements are written behind, and everything is read back at
 // start-up.
+
+// runningBlob is in the store while the broker runs: SaveBlob at a
+// start, DeleteBlob at a clean stop (Serve's shutdown, Close), after
+// the queues stopped and before the store closes. Found at a start, the
+// last stop was not clean (kill -9, a crash, a power cut), and the
+// classic queues recovered mark every message they hold redelivered, as
+// RabbitMQ 3.10's do after an unclean shutdown (classic.Config.Unclean).
+// A store written before this marker existed starts as after a clean
+// stop.
+const runningBlob = "node\x00running"
+
+// markRunning reports whether the last stop was clean and marks the
+// store as in use.
+func (s *Server) markRunning() (unclean bool, err error) {
+	_, err = s.store.LoadBlob(runningBlob)
+	switch {
+	case err == nil:
+		unclean = true
+		s.log.Warn().Msg("the last stop was not clean: the classic queues' recovered messages are marked redelivered")
+	case !errors.Is(err, persist.ErrNotFound):
+		return false, fmt.Errorf("read the store's running mark: %w", err)
+	}
+	if err := s.store.SaveBlob(runningBlob, []byte{1}); err != nil {
+		return false, fmt.Errorf("write the store's running mark: %w", err)
+	}
+	return unclean, nil
+}
+
+// markStopped ends a clean stop: the next start finds no running mark.
+func (s *Server) markStopped() {
+	if err := s.store.DeleteBlob(runningBlob); err != nil {
+		s.log.Error().Err(err).Msg("removing the store's running mark failed: the next start takes this stop for unclean")
+	}
+}
 
 // storeExchange writes a durable exchange's declaration.
 func (v *vhost) storeExchange(e *exchange.Exchange) error {

@@ -39,6 +39,8 @@ type Server struct {
 	vhosts   map[string]*vhost
 	// firstStart is set by loadAuth when it seeded vhost / and the users.
 	firstStart bool
+	// unclean: the last stop was not clean (durable.go's runningBlob).
+	unclean bool
 
 	ln     net.Listener
 	nextID atomic.Uint64
@@ -148,6 +150,11 @@ func New(cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
+	if s.unclean, err = s.markRunning(); err != nil {
+		s.closeRaftStore()
+		s.store.Close()
+		return nil, err
+	}
 	s.registerTypes()
 	s.initCluster()
 	// What non-durable queues spilled before a restart is gone for good.
@@ -198,6 +205,7 @@ func (s *Server) Close() error {
 	s.stopCluster()
 	s.quorum.Close()
 	s.closeRaftStore()
+	s.markStopped()
 	return s.store.Close()
 }
 
@@ -327,7 +335,10 @@ func (s *Server) shutdown() {
 	// A store that cannot flush (its directory gone, a dead disk) may
 	// retry for ever; shutdown does not wait for it beyond a bound.
 	closed := make(chan error, 1)
-	go func() { closed <- s.store.Close() }()
+	go func() {
+		s.markStopped()
+		closed <- s.store.Close()
+	}()
 	select {
 	case err := <-closed:
 		if err != nil {
@@ -357,6 +368,7 @@ func (s *Server) registerTypes() {
 		SpillDir:      s.spillDir(),
 		NextMessageID: func() uint64 { return s.msgID.Add(1) },
 		Log:           func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
+		Unclean:       s.unclean,
 	})
 	s.types = queue.NewRegistry()
 	s.types.Register(s.classic)

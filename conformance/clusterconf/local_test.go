@@ -22,23 +22,14 @@ import (
 // live_test.go (build tag clusterconf).
 
 // knownDifferences are lines where Warren differs from RabbitMQ in code
-// outside the cluster layer this suite checks (quorum queues, the
-// classic queue's recovery), by case: each
+// outside the cluster layer this suite checks, by case (none now: the
+// quorum queues' declare-ok and delete-ok counts and the classic
+// queue's redelivered flags after kill -9 were such lines): each
 // RabbitMQ line is replaced by Warren's ("" drops it) before the
 // comparison, so that everything else in the case is still compared,
 // and a difference that goes away fails the case until its entry goes
 // too. The live run (bench/clusterconf.sh) reports them all.
-var knownDifferences = map[string][]knownDiff{
-	"ClassicHomeDown": {
-		{whyRecovery, `node3 got body=d2 redelivered=true exchange="" key="<q>"`, `node3 got body=d2 redelivered=false exchange="" key="<q>"`},
-	},
-}
-
-// The known differences (see the report of the clusterconf branch).
-const (
-	whyRecovery = "a durable classic queue recovered after kill -9: RabbitMQ 3.10 marks every recovered message " +
-		"redelivered, Warren only those delivered before the crash"
-)
+var knownDifferences = map[string][]knownDiff{}
 
 type knownDiff struct {
 	why            string

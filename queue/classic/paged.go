@@ -40,6 +40,9 @@ type pagedBacklog struct {
 	mem     Backlog
 	stored  segment // entries left in the store
 	spilled segment // entries in the spill log
+	// redeliveredTo is the queue's recovery mark (type.go): stored
+	// entries up to it are redelivered.
+	redeliveredTo uint64
 }
 
 // segment counts the entries of one kind that are on disk.
@@ -153,7 +156,7 @@ func (b *pagedBacklog) fillFromStore() bool {
 	last := b.stored.from
 	err := b.store.ScanQueue(b.qid, b.stored.from, max(b.window/2, 1), true, func(r persist.RecoveredEntry) error {
 		m := queue.NewStored(r.Msg.Exchange, r.Msg.RoutingKey, r.Msg.Props, r.Msg.Body, r.MsgID)
-		b.mem.Push(queue.Entry{Seq: r.Seq, Msg: m, Redelivered: r.Redelivered, Expires: r.Expires})
+		b.mem.Push(queue.Entry{Seq: r.Seq, Msg: m, Redelivered: r.Redelivered || r.Seq <= b.redeliveredTo, Expires: r.Expires})
 		b.stored.bytes -= m.Size()
 		loaded++
 		last = r.Seq

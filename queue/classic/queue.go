@@ -55,6 +55,7 @@ type Queue struct {
 	seq         uint64
 	unacked     int
 	deleted     bool
+	marked      bool          // a recovery mark is in the store (type.go)
 	stopped     bool          // Stop was called: no timer runs or is armed again
 	dead        []queue.Dead  // dead letters waiting to be reported after unlock
 	removed     []queue.Entry // removed entries waiting to be reported after unlock
@@ -256,6 +257,14 @@ func (q *Queue) ExpiryFor(m *queue.Message) int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.expiry(m, q.now())
+}
+
+// setRecoveryMark records that the queue has a recovery mark in the
+// store (type.go), which its deletion removes.
+func (q *Queue) setRecoveryMark(mark uint64) {
+	q.mu.Lock()
+	q.marked = mark > 0
+	q.mu.Unlock()
 }
 
 // Restore appends a recovered entry (ascending Seq) at start-up. An entry
@@ -697,9 +706,13 @@ func (q *Queue) Deleted() bool {
 func (q *Queue) Delete(ifUnused, ifEmpty bool) (ready int, consumers []queue.ConsumerRef, err error) {
 	q.mu.Lock()
 	defer func() {
+		marked := q.marked
 		q.mu.Unlock()
 		if err == nil && q.store != nil && q.typ.forget(q) {
 			q.typ.logErr(q.store.DeleteQueue(q.decl.VHost, q.decl.Name, q.decl.ID))
+			if marked {
+				q.typ.logErr(q.store.DeleteBlob(recoveryMarkKey(q.decl.ID)))
+			}
 		}
 	}()
 	switch {

@@ -9,6 +9,8 @@
 package classic
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -34,6 +36,48 @@ type Config struct {
 	Log func(err error, msg string)
 	// Now is the clock (default time.Now).
 	Now queue.Clock
+	// Unclean: the broker's last stop was not clean (killed, a crash, a
+	// power cut). As RabbitMQ 3.10's classic queues after an unclean
+	// shutdown (its queue index marks every message it recovers
+	// delivered), every message Recover finds is redelivered, then and at
+	// later restarts (recovery marks, below).
+	Unclean bool
+}
+
+// A queue's recovery mark is the largest Seq it held at a recovery after
+// an unclean stop: its entries up to the mark are redelivered. It is a
+// blob of the store (8 bytes, big-endian) under recoveryMarkKey, written
+// at such a recovery and removed with the queue, so that the store's
+// entry format stays as it is and a recovery marks a backlog paged to
+// the store without rewriting its entries.
+func recoveryMarkKey(id uint64) string {
+	return "classic\x00redelivered\x00" + strconv.FormatUint(id, 10)
+}
+
+// recoveryMark is queue id's mark, 0 none.
+func (t *Type) recoveryMark(id uint64) (uint64, error) {
+	b, err := t.cfg.Store.LoadBlob(recoveryMarkKey(id))
+	switch {
+	case errors.Is(err, persist.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the recovery mark of queue %d: %w", id, err)
+	case len(b) != 8:
+		return 0, fmt.Errorf("the recovery mark of queue %d: %d bytes, want 8", id, len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// markRecovered raises queue id's mark from mark to maxSeq after an
+// unclean stop, and returns the mark now.
+func (t *Type) markRecovered(id, mark, maxSeq uint64) (uint64, error) {
+	if !t.cfg.Unclean || maxSeq <= mark {
+		return mark, nil
+	}
+	if err := t.cfg.Store.SaveBlob(recoveryMarkKey(id), binary.BigEndian.AppendUint64(nil, maxSeq)); err != nil {
+		return 0, fmt.Errorf("save the recovery mark of queue %d: %w", id, err)
+	}
+	return maxSeq, nil
 }
 
 var classicInfo = queue.TypeInfo{Name: "classic", Module: "rabbit_classic_queue", Refused: queue.ClassicRefused, Compared: queue.ClassicCompared}
@@ -117,25 +161,43 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks) *Queue {
 // Recover opens a stored queue (d.ID set) with its messages, returning how
 // many it holds. A paging queue leaves them in the store and counts them.
 // Call Recovered on it once the broker's definitions are all back.
+//
+// After an unclean stop (Config.Unclean) every message it holds is
+// redelivered, as are those its recovery mark covers.
 func (t *Type) Recover(d queue.Decl, l queue.Limits, h queue.Hooks) (queue.Queue, int, error) {
 	q := t.open(d, l, h)
 	st := t.cfg.Store
+	mark, err := t.recoveryMark(d.ID)
+	if err != nil {
+		return nil, 0, err
+	}
 	if pb, ok := q.backlog.(*pagedBacklog); ok {
 		n, maxSeq, err := st.QueueCounts(d.ID)
 		if err != nil {
 			return nil, 0, err
 		}
+		if mark, err = t.markRecovered(d.ID, mark, maxSeq); err != nil {
+			return nil, 0, err
+		}
+		pb.redeliveredTo = mark
+		q.setRecoveryMark(mark)
 		pb.recovered(n)
 		q.SetSeq(maxSeq)
 		return q, n, nil
 	}
 	n := 0
-	_, err := st.RecoverQueue(d.ID, func(e persist.RecoveredEntry) error {
+	maxSeq, err := st.RecoverQueue(d.ID, func(e persist.RecoveredEntry) error {
 		m := queue.NewStored(e.Msg.Exchange, e.Msg.RoutingKey, e.Msg.Props, e.Msg.Body, e.MsgID)
-		q.Restore(queue.Entry{Seq: e.Seq, Msg: m, Redelivered: e.Redelivered, Expires: e.Expires})
+		redelivered := e.Redelivered || t.cfg.Unclean || e.Seq <= mark
+		q.Restore(queue.Entry{Seq: e.Seq, Msg: m, Redelivered: redelivered, Expires: e.Expires})
 		n++
 		return nil
 	})
+	if err != nil {
+		return q, n, err
+	}
+	mark, err = t.markRecovered(d.ID, mark, maxSeq)
+	q.setRecoveryMark(mark)
 	return q, n, err
 }
 
