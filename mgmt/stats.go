@@ -137,9 +137,12 @@ func (sm *sampler) read() *statsView { return sm.readLens(false) }
 
 // readLens is read, with the queues' lengths when lens is set.
 func (sm *sampler) readLens(lens bool) *statsView {
-	vs, qs := sm.b.MessageStats()
+	// The broker is read under sm.mu: a reading taken before another
+	// one that folded a deleted queue into the totals, and folded after
+	// it, would bring that queue back and count it twice.
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
+	vs, qs := sm.b.MessageStats()
 	view := &statsView{queues: make(map[string]counts, len(qs)), vhosts: make(map[string]counts, len(vs))}
 	if lens {
 		view.lens = make(map[string][2]int64, len(qs))
