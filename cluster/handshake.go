@@ -34,7 +34,7 @@ import (
 
 const (
 	handshakeMagic   = "WRNC"
-	handshakeVersion = 1
+	handshakeVersion = 2 // 2: the shared Raft connection (raftmux.go)
 	nonceLen         = 32
 	macLen           = sha256.Size
 	instanceLen      = 16

@@ -11,22 +11,16 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // The one listener of a node carries every inter-node connection. The
 // handshake names each connection's channel: "rpc" goes to the RPC server
-// (rpc.go), "raft/<group>" to that group's stream layer, from which its
-// raft.NetworkTransport accepts. So the metadata group and, later, one
-// group per quorum queue share one port, one TLS setup and one secret,
-// each group with its own NetworkTransport (own connection pool and
-// pipelining) over connections dialled for it.
+// (rpc.go), "raft" and "raftsnap/<group>" to the Raft groups' transports
+// (raftmux.go). So the metadata group and one group per quorum queue
+// share one port, one TLS setup and one secret, and every group's
+// requests to a peer share one connection.
 
-const (
-	channelRPC  = "rpc"
-	raftChannel = "raft/"
-)
+const channelRPC = "rpc"
 
 // listen opens the node's listener (or takes Options.Listener).
 func (n *Node) listen() error {
@@ -153,16 +147,13 @@ func (n *Node) handleConn(raw net.Conn) {
 		}
 		c = tc
 	}
-	var layer *streamLayer
+	var snap *GroupTransport
 	p, channel, err := serverHandshake(c, n.secret, n.self(), func(ch string) string {
-		if ch == channelRPC {
+		if ch == channelRPC || ch == channelRaft {
 			return ""
 		}
-		if g, ok := strings.CutPrefix(ch, raftChannel); ok {
-			n.mu.Lock()
-			layer = n.groups[g]
-			n.mu.Unlock()
-			if layer != nil {
+		if g, ok := strings.CutPrefix(ch, channelSnapshot); ok {
+			if snap = n.groupTransport(g); snap != nil {
 				return ""
 			}
 			return fmt.Sprintf("no Raft group %q on node %s", g, n.cfg.NodeName)
@@ -182,24 +173,20 @@ func (n *Node) handleConn(raw net.Conn) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	n.sawPeer(p)
-	if channel == channelRPC {
+	switch channel {
+	case channelRPC:
 		n.serveRPC(c, p)
+	case channelRaft:
+		n.serveRaft(c, p)
+	default:
+		n.serveSnapshot(c, p, snap)
 		n.untrack(raw)
 		c.Close()
-		n.connLost(p.name)
 		return
 	}
-	// A Raft connection: its group's transport owns it from here (Close
-	// still closes it through n.conns).
-	select {
-	case layer.accept <- &trackedConn{Conn: c, done: func() { n.untrack(raw); n.connLost(p.name) }}:
-	case <-layer.closed:
-		n.untrack(raw)
-		c.Close()
-	case <-n.ctx.Done():
-		n.untrack(raw)
-		c.Close()
-	}
+	n.untrack(raw)
+	c.Close()
+	n.connLost(p.name)
 }
 
 // trackedConn leaves the node's connection set when closed.
@@ -276,88 +263,4 @@ func (n *Node) dial(ctx context.Context, addr, channel string) (net.Conn, peer, 
 		return nil, p, ErrClosed
 	}
 	return &trackedConn{Conn: c, done: func() { n.untrack(raw) }}, p, nil
-}
-
-// streamLayer is one Raft group's raft.StreamLayer over the node's
-// listener: Accept yields the connections dialled for the group, Dial
-// opens one to another node's listener.
-type streamLayer struct {
-	n         *Node
-	group     string
-	accept    chan net.Conn
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-var _ raft.StreamLayer = (*streamLayer)(nil)
-
-func (l *streamLayer) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.accept:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-// Close unregisters the group: its connections are refused from now on.
-func (l *streamLayer) Close() error {
-	l.closeOnce.Do(func() {
-		close(l.closed)
-		l.n.mu.Lock()
-		if l.n.groups[l.group] == l {
-			delete(l.n.groups, l.group)
-		}
-		l.n.mu.Unlock()
-	})
-	return nil
-}
-
-func (l *streamLayer) Addr() net.Addr { return advertiseAddr(l.n.advertise) }
-
-func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(l.n.ctx, timeout)
-	defer cancel()
-	c, _, err := l.n.dial(ctx, string(address), raftChannel+l.group)
-	return c, err
-}
-
-// advertiseAddr is a node's advertised address as a net.Addr.
-type advertiseAddr string
-
-func (a advertiseAddr) Network() string { return "tcp" }
-func (a advertiseAddr) String() string  { return string(a) }
-
-// maxPool is how many idle connections a group's transport keeps to
-// each peer.
-const maxPool = 3
-
-// Transport returns group's transport over the node's listener (a
-// raft.NetworkTransport; GroupTransport says what it adds): connections
-// for the group are dialled and accepted through the shared listener,
-// named by the handshake. Closing the transport unregisters the group.
-// The metadata group uses it; so will one group per quorum queue.
-func (n *Node) Transport(group string) (*GroupTransport, error) {
-	if group == "" || len(raftChannel+group) > 255 {
-		return nil, fmt.Errorf("cluster: group name %q: want 1 to %d bytes", group, 255-len(raftChannel))
-	}
-	l := &streamLayer{n: n, group: group, accept: make(chan net.Conn), closed: make(chan struct{})}
-	n.mu.Lock()
-	if n.closing {
-		n.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if _, ok := n.groups[group]; ok {
-		n.mu.Unlock()
-		return nil, fmt.Errorf("cluster: group %q already has a transport", group)
-	}
-	n.groups[group] = l
-	n.mu.Unlock()
-	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  l,
-		MaxPool: maxPool,
-		Timeout: n.timing.IOTimeout,
-		Logger:  n.hclog.Named("transport/" + group),
-	})
-	return &GroupTransport{NetworkTransport: nt, n: n, closed: make(chan struct{})}, nil
 }

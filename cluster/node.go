@@ -100,7 +100,8 @@ type Node struct {
 	closing  bool
 	conns    map[net.Conn]struct{}
 	checking map[string]bool // peers connLost is dialling
-	groups   map[string]*streamLayer
+	groups   map[string]*GroupTransport
+	links    map[string]*raftLink // by address: this node's Raft connection to each peer
 	handlers map[string]Handler
 
 	// ready is set once meta and advertise are: the RPC handlers run from
@@ -135,7 +136,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n := &Node{
 		cfg: cfg, opts: opts, timing: opts.Timing,
 		secret: []byte(cfg.Secret), instance: newInstance(),
-		conns: map[net.Conn]struct{}{}, groups: map[string]*streamLayer{}, handlers: map[string]Handler{},
+		conns: map[net.Conn]struct{}{}, groups: map[string]*GroupTransport{}, links: map[string]*raftLink{}, handlers: map[string]Handler{},
 		instances: map[string]instanceID{}, checking: map[string]bool{}, probeNow: make(chan struct{}, 1),
 	}
 	n.pool.idle = map[string][]*rpcConn{}
@@ -213,7 +214,7 @@ func (n *Node) Close() error {
 	for c := range n.conns {
 		c.Close()
 	}
-	groups := make([]*streamLayer, 0, len(n.groups))
+	groups := make([]*GroupTransport, 0, len(n.groups))
 	for _, l := range n.groups {
 		groups = append(groups, l)
 	}

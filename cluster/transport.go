@@ -1,44 +1,65 @@
 package cluster
 
 import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// GroupTransport is a Raft group's transport over the node's listener: a
-// raft.NetworkTransport whose AppendEntries does not fail at once for a
-// follower that does not answer.
+// GroupTransport is one Raft group's raft.Transport over the node's
+// shared connections (raftmux.go): its requests to a peer go on the one
+// connection this node keeps to that peer for every group, and the
+// peer's requests for the group arrive from the peer's. A group costs
+// no connection, goroutine or buffer of its own while it is idle (a
+// raft.NetworkTransport per group had a listener goroutine, a pool of up
+// to three connections per peer and 256 KiB of buffer per connection: a
+// few hundred idle quorum queues held hundreds of megabytes, over the
+// broker's memory limit, and kept the collector running).
 //
-// Why: hashicorp/raft (v1.8.0, replication.go) counts each failed
-// AppendEntries to a follower and, before the next attempt, sleeps
-// 10 ms * 2^(failures-2), capped at 10.24 s from the twelfth failure on;
-// only a successful one resets the count. A leader tries a dead follower
-// every commit timeout, so ten seconds after a node died each attempt
-// waits 10 s, and a node that comes back waited up to that long (plus a
-// failure for each stale pooled connection) before the leader sent it
-// anything: it caught up, and served, 5 to 10 s after its restart, with
-// seconds of replication it could have had.
+// Heartbeats go to raft's heartbeat handler at once, as NetworkTransport
+// has them (never behind a group's AppendEntries waiting for its disk);
+// a group's other requests from one peer are served in order. There is
+// no pipeline: raft sends a follower one AppendEntries at a time, each
+// carrying every entry appended since the one before. InstallSnapshot
+// opens a connection of its own for the snapshot's stream.
 //
-// So a failed AppendEntries is retried here at once while it failed fast
-// (stale pooled connections), then waits until the follower answers the
-// node's probes again (Timing.Probe) and retries, for at most
-// Timing.FollowerWait: raft sees one failure per FollowerWait instead of
-// one per attempt, its backoff stays in milliseconds for minutes of
-// downtime, and the returning follower gets its entries within about a
-// probe of answering. Heartbeats go through AppendEntries too; they
-// wait alike (a dead follower has no use for them). The wait ends when
-// the node or the transport closes. InstallSnapshot, votes and the
-// pipeline are the NetworkTransport's.
+// An AppendEntries that fails does not fail at once for a follower that
+// does not answer. Why: hashicorp/raft (v1.8.0, replication.go) counts
+// each failed AppendEntries to a follower and, before the next attempt,
+// sleeps 10 ms * 2^(failures-2), capped at 10.24 s from the twelfth
+// failure on; only a successful one resets the count. A leader tries a
+// dead follower every commit timeout, so ten seconds after a node died
+// each attempt waits 10 s, and a node that came back waited up to that
+// long before the leader sent it anything: it caught up, and served, 5 to
+// 10 s after its restart. So a failed AppendEntries is retried here at
+// once while it failed fast (a connection the peer had closed), then
+// waits until the follower answers the node's probes again (Timing.Probe)
+// and retries, for at most Timing.FollowerWait: raft sees one failure per
+// FollowerWait instead of one per attempt, its backoff stays in
+// milliseconds for minutes of downtime, and the returning follower gets
+// its entries within about a probe of answering. Heartbeats go through
+// AppendEntries too; they wait alike (a dead follower has no use for
+// them). The wait ends when the node or the transport closes.
 //
 // raft.Shutdown closes the transport only after its goroutines ended: a
 // group stopped while a follower is down should Close its transport
 // first (Node.Close does, for every group), else Shutdown waits for up to
 // FollowerWait.
 type GroupTransport struct {
-	*raft.NetworkTransport
-	n         *Node
+	n       *Node
+	group   string
+	consume chan raft.RPC
+
+	hbMu sync.Mutex
+	hb   func(raft.RPC)
+
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -49,10 +70,46 @@ var (
 	_ raft.WithPreVote = (*GroupTransport)(nil)
 )
 
-// fastFailure: an AppendEntries that failed within this was most likely
-// sent on a pooled connection the peer had closed; it is retried at once
-// (at most once per pooled connection, and one more for a fresh one).
-const fastFailure = 100 * time.Millisecond
+// Transport returns group's transport over the node's connections (see
+// GroupTransport). Closing it unregisters the group: requests for it are
+// answered with an error from then on. The metadata group uses one, and
+// so does each quorum queue's group.
+func (n *Node) Transport(group string) (*GroupTransport, error) {
+	if group == "" || len(channelSnapshot+group) > 255 {
+		return nil, fmt.Errorf("cluster: group name %q: want 1 to %d bytes", group, 255-len(channelSnapshot))
+	}
+	t := &GroupTransport{n: n, group: group, consume: make(chan raft.RPC), closed: make(chan struct{})}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closing {
+		return nil, ErrClosed
+	}
+	if _, ok := n.groups[group]; ok {
+		return nil, fmt.Errorf("cluster: group %q already has a transport", group)
+	}
+	n.groups[group] = t
+	return t, nil
+}
+
+// Consumer implements raft.Transport.
+func (t *GroupTransport) Consumer() <-chan raft.RPC { return t.consume }
+
+// LocalAddr implements raft.Transport: the node's advertised address.
+func (t *GroupTransport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.n.advertise) }
+
+// AppendEntriesPipeline implements raft.Transport: not supported (raft
+// replicates one AppendEntries at a time).
+func (t *GroupTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// fastFailure: an AppendEntries that failed within this most likely went
+// out on a connection the peer had closed (it restarted); it is retried
+// at once, at most fastRetries times.
+const (
+	fastFailure = 100 * time.Millisecond
+	fastRetries = 2
+)
 
 // AppendEntries implements raft.Transport; see GroupTransport.
 func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
@@ -60,11 +117,11 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	fast := 0
 	for {
 		start := time.Now()
-		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		err := t.call(target, args, resp)
 		if err == nil {
 			return nil
 		}
-		if time.Since(start) < fastFailure && fast <= maxPool {
+		if time.Since(start) < fastFailure && fast < fastRetries {
 			fast++
 			continue
 		}
@@ -73,6 +130,82 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 		fast = 0
 	}
+}
+
+// RequestVote implements raft.Transport.
+func (t *GroupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.call(target, args, resp)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t *GroupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.call(target, args, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *GroupTransport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.call(target, args, resp)
+}
+
+// EncodePeer implements raft.Transport.
+func (t *GroupTransport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte {
+	return []byte(addr)
+}
+
+// DecodePeer implements raft.Transport.
+func (t *GroupTransport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+
+// SetHeartbeatHandler implements raft.Transport.
+func (t *GroupTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	t.hbMu.Lock()
+	t.hb = cb
+	t.hbMu.Unlock()
+}
+
+func (t *GroupTransport) heartbeatHandler() func(raft.RPC) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	return t.hb
+}
+
+// Close implements raft.WithClose: the group is unregistered, and what
+// waits on the transport ends.
+func (t *GroupTransport) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.closed)
+		t.n.mu.Lock()
+		if t.n.groups[t.group] == t {
+			delete(t.n.groups, t.group)
+		}
+		t.n.mu.Unlock()
+	})
+	return nil
+}
+
+func (t *GroupTransport) isClosed() bool {
+	select {
+	case <-t.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// call sends req to the group's member at target over the node's link to
+// it and decodes its answer into resp.
+func (t *GroupTransport) call(target raft.ServerAddress, req, resp any) error {
+	if t.isClosed() {
+		return raft.ErrTransportShutdown
+	}
+	body, kind, err := encodeRequest(make(rbuf, 0, 64), req)
+	if err != nil {
+		return err
+	}
+	out, err := t.n.link(string(target)).roundTrip(t, kind, body)
+	if err != nil {
+		return err
+	}
+	return decodeResponse(out, resp)
 }
 
 // waitAnswer waits until node answers a probe round begun after since;
@@ -97,9 +230,68 @@ func (t *GroupTransport) waitAnswer(node string, since, deadline time.Time) bool
 	}
 }
 
-// Close implements raft.WithClose: the waits end, then the
-// NetworkTransport closes (and the group is unregistered).
-func (t *GroupTransport) Close() error {
-	t.closeOnce.Do(func() { close(t.closed) })
-	return t.NetworkTransport.Close()
+// snapshotScale: a snapshot's connection has IOTimeout for each this many
+// bytes of it (NetworkTransport's scale).
+const snapshotScale = 256 << 10
+
+func (t *GroupTransport) snapshotDeadline(size int64) time.Time {
+	d := t.n.timing.IOTimeout * time.Duration(max(1, size/snapshotScale))
+	return time.Now().Add(d)
+}
+
+// InstallSnapshot implements raft.Transport: on a connection of its own
+// (channel raftsnap/<group>), the request's frame, then the snapshot's
+// Size bytes, then the answer's frame.
+func (t *GroupTransport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if t.isClosed() {
+		return raft.ErrTransportShutdown
+	}
+	// The transport's Close, or the node's, ends the transfer.
+	ctx, cancel := context.WithCancel(t.n.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c, _, err := t.n.dial(ctx, string(target), channelSnapshot+t.group)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_ = c.SetDeadline(t.snapshotDeadline(args.Size))
+	body, _, err := encodeRequest(make(rbuf, 4, 128), args)
+	if err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(body, uint32(len(body)-4))
+	w := bufio.NewWriterSize(c, 64<<10)
+	w.Write(body)
+	if _, err := io.Copy(w, data); err != nil {
+		return fmt.Errorf("cluster: sending a snapshot of group %s: %w", t.group, err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("cluster: sending a snapshot of group %s: %w", t.group, err)
+	}
+	r := bufio.NewReader(c)
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return fmt.Errorf("cluster: the answer to a snapshot of group %s: %w", t.group, err)
+	}
+	size := binary.BigEndian.Uint32(hdr[:4])
+	if size < 1 || size > MaxRPCSize {
+		return fmt.Errorf("cluster: the answer to a snapshot of group %s: a frame of %d bytes", t.group, size)
+	}
+	out := make([]byte, size-1)
+	if _, err := io.ReadFull(r, out); err != nil {
+		return fmt.Errorf("cluster: the answer to a snapshot of group %s: %w", t.group, err)
+	}
+	if hdr[4] != raftOK {
+		return errors.New(string(out))
+	}
+	return decodeResponse(out, resp)
 }

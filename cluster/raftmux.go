@@ -1,0 +1,554 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The Raft channels. Every Raft group of a node (the metadata group and
+// one per quorum queue) talks to another node over one connection: the
+// node's link to that peer, dialled once on channel "raft" and kept. A
+// request names its group; the peer answers on the same connection, in
+// any order, matched by the request's id. Frames:
+//
+//	request   u32 length, u64 id, u8 kind, u8 group length, group, body
+//	response  u32 length, u64 id, u8 status, body (status raftOK) or error text
+//
+// (the length counts what follows it; bodies are raftcodec.go's). A
+// snapshot goes on a connection of its own, channel "raftsnap/<group>":
+// the request's frame (u32 length, body), the snapshot's bytes, and the
+// answer (u32 length, u8 status, body).
+//
+// The acceptor reads its connection's requests on one goroutine: a
+// heartbeat goes to its group's heartbeat handler on a goroutine of its
+// own, any other request joins its group's lane, a queue served in order
+// by a goroutine that runs while it holds requests. So a group whose
+// raft is busy (storing entries) holds up no other group, and no group
+// costs a goroutine while it is idle.
+
+const (
+	channelRaft     = "raft"
+	channelSnapshot = "raftsnap/"
+)
+
+// Response statuses on the raft channels.
+const (
+	raftOK      = 0
+	raftError   = 1 // the body is raft's error text
+	raftNoGroup = 2 // no such group on the node (yet, or any more)
+)
+
+// maxRaftFrame bounds a frame on the raft channel, checked before
+// anything is allocated for it.
+const maxRaftFrame = 1 << 30
+
+// raftLink is this node's connection, for every group, to the node at an
+// address; dialled when a request needs it after it ended.
+type raftLink struct {
+	n    *Node
+	addr string
+
+	mu      sync.Mutex
+	conn    *linkConn
+	dialing *linkDial
+}
+
+// linkDial is a dial under way; those that wait for it share its outcome.
+type linkDial struct {
+	done chan struct{}
+	err  error
+}
+
+// link returns the node's link to addr.
+func (n *Node) link(addr string) *raftLink {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.links[addr]
+	if l == nil {
+		l = &raftLink{n: n, addr: addr}
+		n.links[addr] = l
+	}
+	return l
+}
+
+// get returns the link's connection, dialling it if there is none.
+func (l *raftLink) get(deadline time.Time) (*linkConn, error) {
+	for {
+		l.mu.Lock()
+		if lc := l.conn; lc != nil {
+			l.mu.Unlock()
+			return lc, nil
+		}
+		if d := l.dialing; d != nil {
+			l.mu.Unlock()
+			timer := time.NewTimer(time.Until(deadline))
+			select {
+			case <-d.done:
+				timer.Stop()
+				if d.err != nil {
+					return nil, d.err
+				}
+				continue
+			case <-timer.C:
+				return nil, fmt.Errorf("cluster: connecting to %s: %w", l.addr, context.DeadlineExceeded)
+			}
+		}
+		d := &linkDial{done: make(chan struct{})}
+		l.dialing = d
+		l.mu.Unlock()
+		ctx, cancel := context.WithDeadline(l.n.ctx, deadline)
+		c, p, err := l.n.dial(ctx, l.addr, channelRaft)
+		cancel()
+		var lc *linkConn
+		if err == nil {
+			now := time.Now().UnixNano()
+			lc = &linkConn{l: l, c: c, peer: p.name, w: bufio.NewWriterSize(c, 64<<10), pending: map[uint64]*pendingCall{}}
+			lc.lastRecv.Store(now)
+		}
+		l.mu.Lock()
+		d.err = err
+		l.dialing = nil
+		l.conn = lc
+		l.mu.Unlock()
+		close(d.done)
+		if err != nil {
+			return nil, err
+		}
+		go lc.read()
+		return lc, nil
+	}
+}
+
+// roundTrip sends group t's request (kind, body) and waits for the
+// answer's body, for at most Timing.IOTimeout.
+func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte) ([]byte, error) {
+	deadline := time.Now().Add(l.n.timing.IOTimeout)
+	lc, err := l.get(deadline)
+	if err != nil {
+		return nil, err
+	}
+	pc, id, err := lc.send(t.group, kind, body, deadline)
+	if err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-pc.done:
+	case <-timer.C:
+		lc.abandon(id)
+		return nil, fmt.Errorf("cluster: Raft RPC to %s: %w", l.addr, context.DeadlineExceeded)
+	case <-t.closed:
+		lc.forget(id)
+		return nil, raft.ErrTransportShutdown
+	case <-l.n.ctx.Done():
+		lc.forget(id)
+		return nil, ErrClosed
+	}
+	switch {
+	case pc.err != nil:
+		return nil, pc.err
+	case pc.status == raftOK:
+		return pc.body, nil
+	case pc.status == raftNoGroup:
+		return nil, fmt.Errorf("cluster: %s: %s", lc.peer, pc.body)
+	default:
+		return nil, errors.New(string(pc.body))
+	}
+}
+
+// linkConn is one connection of a link, with the calls waiting on it.
+type linkConn struct {
+	l    *raftLink
+	c    net.Conn
+	peer string // the peer's node name
+
+	out frameWriter
+	w   *bufio.Writer
+
+	mu       sync.Mutex
+	pending  map[uint64]*pendingCall // nil once broken
+	nextID   uint64
+	err      error
+	lastRecv atomic.Int64 // when the last answer arrived (Unix ns)
+}
+
+type pendingCall struct {
+	done   chan struct{}
+	status byte
+	body   []byte
+	err    error
+}
+
+// send writes a request and registers its call.
+func (lc *linkConn) send(group string, kind byte, body []byte, deadline time.Time) (*pendingCall, uint64, error) {
+	pc := &pendingCall{done: make(chan struct{})}
+	lc.mu.Lock()
+	if lc.pending == nil {
+		err := lc.err
+		lc.mu.Unlock()
+		return nil, 0, err
+	}
+	lc.nextID++
+	id := lc.nextID
+	lc.pending[id] = pc
+	lc.mu.Unlock()
+	var hdr [14]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(8+1+1+len(group)+len(body)))
+	binary.BigEndian.PutUint64(hdr[4:12], id)
+	hdr[12] = kind
+	hdr[13] = byte(len(group))
+	if err := lc.out.write(lc.c, lc.w, deadline, hdr[:], []byte(group), body); err != nil {
+		lc.broken(fmt.Errorf("cluster: Raft RPC to %s: %w", lc.l.addr, err))
+		return nil, 0, err
+	}
+	return pc, id, nil
+}
+
+// forget drops a call whose caller stopped waiting.
+func (lc *linkConn) forget(id uint64) {
+	lc.mu.Lock()
+	if lc.pending != nil {
+		delete(lc.pending, id)
+	}
+	lc.mu.Unlock()
+}
+
+// abandon drops a call that timed out; the connection goes too when
+// nothing at all came back on it for as long (its peer is gone without
+// closing it), so that the next request dials again.
+func (lc *linkConn) abandon(id uint64) {
+	lc.forget(id)
+	if time.Since(time.Unix(0, lc.lastRecv.Load())) >= lc.l.n.timing.IOTimeout {
+		lc.broken(fmt.Errorf("cluster: no answer from %s for %v", lc.l.addr, lc.l.n.timing.IOTimeout))
+	}
+}
+
+// broken ends the connection: its calls fail with err, and the link
+// dials anew for the next request.
+func (lc *linkConn) broken(err error) {
+	lc.mu.Lock()
+	pend := lc.pending
+	if pend != nil {
+		lc.pending = nil
+		lc.err = err
+	}
+	lc.mu.Unlock()
+	if pend == nil {
+		return
+	}
+	lc.c.Close()
+	lc.l.mu.Lock()
+	if lc.l.conn == lc {
+		lc.l.conn = nil
+	}
+	lc.l.mu.Unlock()
+	for _, pc := range pend {
+		pc.err = err
+		close(pc.done)
+	}
+}
+
+// read reads answers until the connection ends.
+func (lc *linkConn) read() {
+	r := bufio.NewReaderSize(lc.c, 32<<10)
+	for {
+		var hdr [13]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			lc.broken(fmt.Errorf("cluster: Raft connection to %s: %w", lc.l.addr, err))
+			return
+		}
+		size := binary.BigEndian.Uint32(hdr[:4])
+		if size < 9 || size > maxRaftFrame {
+			lc.broken(fmt.Errorf("cluster: Raft connection to %s: an answer of %d bytes", lc.l.addr, size))
+			return
+		}
+		body := make([]byte, size-9)
+		if _, err := io.ReadFull(r, body); err != nil {
+			lc.broken(fmt.Errorf("cluster: Raft connection to %s: %w", lc.l.addr, err))
+			return
+		}
+		lc.lastRecv.Store(time.Now().UnixNano())
+		id := binary.BigEndian.Uint64(hdr[4:12])
+		lc.mu.Lock()
+		pc := lc.pending[id]
+		delete(lc.pending, id)
+		lc.mu.Unlock()
+		if pc != nil {
+			pc.status, pc.body = hdr[12], body
+			close(pc.done)
+		}
+	}
+}
+
+// frameWriter serialises the frames written to one connection and
+// flushes once no other writer is waiting, so that frames written at
+// once go in one write.
+type frameWriter struct {
+	mu     sync.Mutex
+	queued atomic.Int32
+	err    error
+}
+
+func (f *frameWriter) write(c net.Conn, w *bufio.Writer, deadline time.Time, parts ...[]byte) error {
+	f.queued.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := f.queued.Add(-1) == 0
+	if f.err != nil {
+		return f.err
+	}
+	_ = c.SetWriteDeadline(deadline)
+	for _, p := range parts {
+		w.Write(p)
+	}
+	var err error
+	if last {
+		err = w.Flush()
+	}
+	if err != nil {
+		// A frame may be cut: the connection is done.
+		f.err = err
+	}
+	return err
+}
+
+// raftServer is the acceptor's side of one connection on channel "raft".
+type raftServer struct {
+	n    *Node
+	c    net.Conn
+	peer string
+	out  frameWriter
+	w    *bufio.Writer
+	done chan struct{} // closed when the connection's reading ends
+
+	mu    sync.Mutex
+	lanes map[*GroupTransport]*lane
+}
+
+// lane is a group's requests from one connection, served in order.
+type lane struct {
+	jobs    []laneJob
+	running bool
+}
+
+type laneJob struct {
+	id  uint64
+	cmd any
+}
+
+// serveRaft serves the requests on c until it ends.
+func (n *Node) serveRaft(c net.Conn, p peer) {
+	s := &raftServer{n: n, c: c, peer: p.name, w: bufio.NewWriterSize(c, 64<<10), done: make(chan struct{}), lanes: map[*GroupTransport]*lane{}}
+	defer close(s.done)
+	r := bufio.NewReaderSize(c, 64<<10)
+	for {
+		var hdr [14]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && n.ctx.Err() == nil {
+				n.log.Debug().Err(err).Str("peer_node", p.name).Msg("cluster Raft connection ended")
+			}
+			return
+		}
+		size := binary.BigEndian.Uint32(hdr[:4])
+		glen := uint32(hdr[13])
+		if size < 10+glen || size > maxRaftFrame {
+			n.log.Warn().Str("peer_node", p.name).Uint32("size", size).Msg("cluster Raft connection closed: a malformed frame")
+			return
+		}
+		rest := make([]byte, size-10)
+		if _, err := io.ReadFull(r, rest); err != nil {
+			return
+		}
+		id := binary.BigEndian.Uint64(hdr[4:12])
+		kind := hdr[12]
+		group := string(rest[:glen])
+		t := n.groupTransport(group)
+		if t == nil {
+			s.reply(id, raftNoGroup, fmt.Appendf(nil, "no Raft group %q on node %s", group, n.cfg.NodeName))
+			continue
+		}
+		if kind == kindSnapshot {
+			s.reply(id, raftError, []byte("cluster: a snapshot on the raft channel"))
+			continue
+		}
+		cmd, err := decodeRequest(kind, rest[glen:])
+		if err != nil {
+			n.log.Warn().Err(err).Str("peer_node", p.name).Str("group", group).Msg("cluster Raft connection closed: a malformed request")
+			return
+		}
+		if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
+			if fn := t.heartbeatHandler(); fn != nil {
+				go s.serve(t, laneJob{id, cmd}, fn)
+				continue
+			}
+		}
+		s.enqueue(t, laneJob{id, cmd})
+	}
+}
+
+func (n *Node) groupTransport(group string) *GroupTransport {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.groups[group]
+}
+
+// enqueue adds j to its group's lane, starting the lane's goroutine if
+// it is not running.
+func (s *raftServer) enqueue(t *GroupTransport, j laneJob) {
+	s.mu.Lock()
+	ln := s.lanes[t]
+	if ln == nil {
+		ln = &lane{}
+		s.lanes[t] = ln
+	}
+	ln.jobs = append(ln.jobs, j)
+	if ln.running {
+		s.mu.Unlock()
+		return
+	}
+	ln.running = true
+	s.mu.Unlock()
+	go s.runLane(t, ln)
+}
+
+func (s *raftServer) runLane(t *GroupTransport, ln *lane) {
+	for {
+		s.mu.Lock()
+		if len(ln.jobs) == 0 {
+			ln.running = false
+			delete(s.lanes, t)
+			s.mu.Unlock()
+			return
+		}
+		j := ln.jobs[0]
+		ln.jobs[0] = laneJob{}
+		ln.jobs = ln.jobs[1:]
+		s.mu.Unlock()
+		s.serve(t, j, nil)
+	}
+}
+
+// serve hands j to its group's raft (to hb, raft's heartbeat handler,
+// when set) and writes the answer.
+func (s *raftServer) serve(t *GroupTransport, j laneJob, hb func(raft.RPC)) {
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: j.cmd, RespChan: respCh}
+	if hb != nil {
+		hb(rpc)
+	} else {
+		select {
+		case t.consume <- rpc:
+		case <-t.closed:
+			s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()))
+			return
+		case <-s.done:
+			return
+		}
+	}
+	select {
+	case resp := <-respCh:
+		s.respond(j.id, resp)
+	case <-t.closed:
+		s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()))
+	case <-s.done:
+	}
+}
+
+func (s *raftServer) respond(id uint64, resp raft.RPCResponse) {
+	if resp.Error != nil {
+		s.reply(id, raftError, []byte(resp.Error.Error()))
+		return
+	}
+	body, err := encodeResponse(nil, resp.Response)
+	if err != nil {
+		s.reply(id, raftError, []byte(err.Error()))
+		return
+	}
+	s.reply(id, raftOK, body)
+}
+
+// reply writes an answer; a connection that cannot take it is closed
+// (its reading ends, and the dialler's calls on it fail).
+func (s *raftServer) reply(id uint64, status byte, body []byte) {
+	var hdr [13]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(8+1+len(body)))
+	binary.BigEndian.PutUint64(hdr[4:12], id)
+	hdr[12] = status
+	if err := s.out.write(s.c, s.w, time.Now().Add(s.n.timing.IOTimeout), hdr[:], body); err != nil {
+		s.c.Close()
+	}
+}
+
+// serveSnapshot serves the one InstallSnapshot of connection c for t.
+func (n *Node) serveSnapshot(c net.Conn, p peer, t *GroupTransport) {
+	_ = c.SetDeadline(time.Now().Add(n.timing.IOTimeout))
+	r := bufio.NewReaderSize(c, 64<<10)
+	fail := func(err error) {
+		n.log.Warn().Err(err).Str("peer_node", p.name).Str("group", t.group).Msg("cluster snapshot transfer failed")
+	}
+	var l [4]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		fail(err)
+		return
+	}
+	size := binary.BigEndian.Uint32(l[:])
+	if size > MaxRPCSize {
+		fail(fmt.Errorf("a request of %d bytes", size))
+		return
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		fail(err)
+		return
+	}
+	cmd, err := decodeRequest(kindSnapshot, body)
+	if err != nil {
+		fail(err)
+		return
+	}
+	req := cmd.(*raft.InstallSnapshotRequest)
+	_ = c.SetDeadline(t.snapshotDeadline(req.Size))
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: req, Reader: io.LimitReader(r, req.Size), RespChan: respCh}
+	answer := func(status byte, body []byte) {
+		w := bufio.NewWriter(c)
+		var hdr [5]byte
+		binary.BigEndian.PutUint32(hdr[:4], uint32(1+len(body)))
+		hdr[4] = status
+		w.Write(hdr[:])
+		w.Write(body)
+		_ = w.Flush()
+	}
+	select {
+	case t.consume <- rpc:
+	case <-t.closed:
+		answer(raftError, []byte(raft.ErrTransportShutdown.Error()))
+		return
+	}
+	select {
+	case resp := <-respCh:
+		if resp.Error != nil {
+			answer(raftError, []byte(resp.Error.Error()))
+			return
+		}
+		out, err := encodeResponse(nil, resp.Response)
+		if err != nil {
+			answer(raftError, []byte(err.Error()))
+			return
+		}
+		answer(raftOK, out)
+	case <-t.closed:
+		answer(raftError, []byte(raft.ErrTransportShutdown.Error()))
+	}
+}
