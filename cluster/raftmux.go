@@ -48,6 +48,9 @@ const (
 	raftNoGroup = 2 // no such group on the node (yet, or any more)
 )
 
+// errNoGroup: the peer has no such group (yet, or any more).
+var errNoGroup = errors.New("cluster: no such Raft group")
+
 // maxRaftFrame bounds a frame on the raft channel, checked before
 // anything is allocated for it.
 const maxRaftFrame = 1 << 30
@@ -112,7 +115,10 @@ func (l *raftLink) get(deadline time.Time) (*linkConn, error) {
 		var lc *linkConn
 		if err == nil {
 			now := time.Now().UnixNano()
-			lc = &linkConn{l: l, c: c, peer: p.name, w: bufio.NewWriterSize(c, 64<<10), pending: map[uint64]*pendingCall{}}
+			lc = &linkConn{l: l, c: c, peer: p.name, pending: map[uint64]*pendingCall{}}
+			lc.out = newFrameWriter(c, l.n.timing.IOTimeout, func(err error) {
+				lc.broken(fmt.Errorf("cluster: Raft RPC to %s: %w", l.addr, err))
+			})
 			lc.lastRecv.Store(now)
 		}
 		l.mu.Lock()
@@ -131,13 +137,13 @@ func (l *raftLink) get(deadline time.Time) (*linkConn, error) {
 
 // roundTrip sends group t's request (kind, body) and waits for the
 // answer's body, for at most Timing.IOTimeout.
-func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte) ([]byte, error) {
+func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte, lazy bool) ([]byte, error) {
 	deadline := time.Now().Add(l.n.timing.IOTimeout)
 	lc, err := l.get(deadline)
 	if err != nil {
 		return nil, err
 	}
-	pc, id, err := lc.send(t.group, kind, body, deadline)
+	pc, id, err := lc.send(t.group, kind, body, lazy)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +167,7 @@ func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte) ([]byte,
 	case pc.status == raftOK:
 		return pc.body, nil
 	case pc.status == raftNoGroup:
-		return nil, fmt.Errorf("cluster: %s: %s", lc.peer, pc.body)
+		return nil, fmt.Errorf("%w: %s: %s", errNoGroup, lc.peer, pc.body)
 	default:
 		return nil, errors.New(string(pc.body))
 	}
@@ -173,8 +179,7 @@ type linkConn struct {
 	c    net.Conn
 	peer string // the peer's node name
 
-	out frameWriter
-	w   *bufio.Writer
+	out *frameWriter
 
 	mu       sync.Mutex
 	pending  map[uint64]*pendingCall // nil once broken
@@ -191,7 +196,7 @@ type pendingCall struct {
 }
 
 // send writes a request and registers its call.
-func (lc *linkConn) send(group string, kind byte, body []byte, deadline time.Time) (*pendingCall, uint64, error) {
+func (lc *linkConn) send(group string, kind byte, body []byte, lazy bool) (*pendingCall, uint64, error) {
 	pc := &pendingCall{done: make(chan struct{})}
 	lc.mu.Lock()
 	if lc.pending == nil {
@@ -208,8 +213,7 @@ func (lc *linkConn) send(group string, kind byte, body []byte, deadline time.Tim
 	binary.BigEndian.PutUint64(hdr[4:12], id)
 	hdr[12] = kind
 	hdr[13] = byte(len(group))
-	if err := lc.out.write(lc.c, lc.w, deadline, hdr[:], []byte(group), body); err != nil {
-		lc.broken(fmt.Errorf("cluster: Raft RPC to %s: %w", lc.l.addr, err))
+	if err := lc.out.write(lazy, hdr[:], []byte(group), body); err != nil {
 		return nil, 0, err
 	}
 	return pc, id, nil
@@ -291,36 +295,77 @@ func (lc *linkConn) read() {
 	}
 }
 
-// frameWriter serialises the frames written to one connection and
-// flushes once no other writer is waiting, so that frames written at
-// once go in one write.
+// frameWriter serialises the frames written to one connection. A frame
+// is flushed once no other writer waits (frames written at once go in one
+// write), except a lazy one (a heartbeat, or its answer): that waits up
+// to lazyFlush for company, so that the heartbeats of many idle groups
+// cross in a few writes instead of one each. A failed write fails the
+// connection (onErr), since a frame may be cut.
 type frameWriter struct {
+	c       net.Conn
+	w       *bufio.Writer
+	timeout time.Duration // a write's deadline
+	onErr   func(error)
+
 	mu     sync.Mutex
 	queued atomic.Int32
+	armed  bool // a lazy flush is due
 	err    error
 }
 
-func (f *frameWriter) write(c net.Conn, w *bufio.Writer, deadline time.Time, parts ...[]byte) error {
+// lazyFlush bounds how long a heartbeat's frame waits in the buffer.
+const lazyFlush = 5 * time.Millisecond
+
+func newFrameWriter(c net.Conn, timeout time.Duration, onErr func(error)) *frameWriter {
+	return &frameWriter{c: c, w: bufio.NewWriterSize(c, 64<<10), timeout: timeout, onErr: onErr}
+}
+
+func (f *frameWriter) write(lazy bool, parts ...[]byte) error {
 	f.queued.Add(1)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	last := f.queued.Add(-1) == 0
 	if f.err != nil {
-		return f.err
+		err := f.err
+		f.mu.Unlock()
+		return err
 	}
-	_ = c.SetWriteDeadline(deadline)
+	_ = f.c.SetWriteDeadline(time.Now().Add(f.timeout))
 	for _, p := range parts {
-		w.Write(p)
+		f.w.Write(p)
 	}
 	var err error
-	if last {
-		err = w.Flush()
+	switch {
+	case !last:
+	case !lazy:
+		err = f.w.Flush()
+	case !f.armed:
+		f.armed = true
+		time.AfterFunc(lazyFlush, f.flushLazy)
 	}
 	if err != nil {
-		// A frame may be cut: the connection is done.
 		f.err = err
 	}
+	f.mu.Unlock()
+	if err != nil {
+		f.onErr(err)
+	}
 	return err
+}
+
+func (f *frameWriter) flushLazy() {
+	f.mu.Lock()
+	f.armed = false
+	var err error
+	if f.err == nil && f.w.Buffered() > 0 {
+		_ = f.c.SetWriteDeadline(time.Now().Add(f.timeout))
+		if err = f.w.Flush(); err != nil {
+			f.err = err
+		}
+	}
+	f.mu.Unlock()
+	if err != nil {
+		f.onErr(err)
+	}
 }
 
 // raftServer is the acceptor's side of one connection on channel "raft".
@@ -328,8 +373,7 @@ type raftServer struct {
 	n    *Node
 	c    net.Conn
 	peer string
-	out  frameWriter
-	w    *bufio.Writer
+	out  *frameWriter
 	done chan struct{} // closed when the connection's reading ends
 
 	mu    sync.Mutex
@@ -349,7 +393,8 @@ type laneJob struct {
 
 // serveRaft serves the requests on c until it ends.
 func (n *Node) serveRaft(c net.Conn, p peer) {
-	s := &raftServer{n: n, c: c, peer: p.name, w: bufio.NewWriterSize(c, 64<<10), done: make(chan struct{}), lanes: map[*GroupTransport]*lane{}}
+	s := &raftServer{n: n, c: c, peer: p.name, done: make(chan struct{}), lanes: map[*GroupTransport]*lane{}}
+	s.out = newFrameWriter(c, n.timing.IOTimeout, func(error) { c.Close() })
 	defer close(s.done)
 	r := bufio.NewReaderSize(c, 64<<10)
 	for {
@@ -375,11 +420,11 @@ func (n *Node) serveRaft(c net.Conn, p peer) {
 		group := string(rest[:glen])
 		t := n.groupTransport(group)
 		if t == nil {
-			s.reply(id, raftNoGroup, fmt.Appendf(nil, "no Raft group %q on node %s", group, n.cfg.NodeName))
+			s.reply(id, raftNoGroup, fmt.Appendf(nil, "no Raft group %q on node %s", group, n.cfg.NodeName), false)
 			continue
 		}
 		if kind == kindSnapshot {
-			s.reply(id, raftError, []byte("cluster: a snapshot on the raft channel"))
+			s.reply(id, raftError, []byte("cluster: a snapshot on the raft channel"), false)
 			continue
 		}
 		cmd, err := decodeRequest(kind, rest[glen:])
@@ -450,7 +495,7 @@ func (s *raftServer) serve(t *GroupTransport, j laneJob, hb func(raft.RPC)) {
 		select {
 		case t.consume <- rpc:
 		case <-t.closed:
-			s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()))
+			s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()), false)
 			return
 		case <-s.done:
 			return
@@ -458,36 +503,34 @@ func (s *raftServer) serve(t *GroupTransport, j laneJob, hb func(raft.RPC)) {
 	}
 	select {
 	case resp := <-respCh:
-		s.respond(j.id, resp)
+		s.respond(j.id, resp, hb != nil)
 	case <-t.closed:
-		s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()))
+		s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()), false)
 	case <-s.done:
 	}
 }
 
-func (s *raftServer) respond(id uint64, resp raft.RPCResponse) {
+func (s *raftServer) respond(id uint64, resp raft.RPCResponse, lazy bool) {
 	if resp.Error != nil {
-		s.reply(id, raftError, []byte(resp.Error.Error()))
+		s.reply(id, raftError, []byte(resp.Error.Error()), lazy)
 		return
 	}
 	body, err := encodeResponse(nil, resp.Response)
 	if err != nil {
-		s.reply(id, raftError, []byte(err.Error()))
+		s.reply(id, raftError, []byte(err.Error()), lazy)
 		return
 	}
-	s.reply(id, raftOK, body)
+	s.reply(id, raftOK, body, lazy)
 }
 
 // reply writes an answer; a connection that cannot take it is closed
 // (its reading ends, and the dialler's calls on it fail).
-func (s *raftServer) reply(id uint64, status byte, body []byte) {
+func (s *raftServer) reply(id uint64, status byte, body []byte, lazy bool) {
 	var hdr [13]byte
 	binary.BigEndian.PutUint32(hdr[:4], uint32(8+1+len(body)))
 	binary.BigEndian.PutUint64(hdr[4:12], id)
 	hdr[12] = status
-	if err := s.out.write(s.c, s.w, time.Now().Add(s.n.timing.IOTimeout), hdr[:], body); err != nil {
-		s.c.Close()
-	}
+	_ = s.out.write(lazy, hdr[:], body) // a failure closes the connection
 }
 
 // serveSnapshot serves the one InstallSnapshot of connection c for t.

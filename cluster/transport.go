@@ -201,12 +201,39 @@ func (t *GroupTransport) call(target raft.ServerAddress, req, resp any) error {
 	if err != nil {
 		return err
 	}
-	out, err := t.n.link(string(target)).roundTrip(t, kind, body)
+	// A heartbeat, or an AppendEntries of nothing (raft tells an idle
+	// follower the commit index), waits for others to go with it
+	// (frameWriter).
+	ae, lazy := req.(*raft.AppendEntriesRequest)
+	lazy = lazy && len(ae.Entries) == 0
+	var out []byte
+	for wait := time.Now().Add(noGroupWait); ; {
+		out, err = t.n.link(string(target)).roundTrip(t, kind, body, lazy)
+		if !errors.Is(err, errNoGroup) || time.Now().After(wait) {
+			break
+		}
+		select {
+		case <-time.After(noGroupRetry):
+		case <-t.closed:
+			return raft.ErrTransportShutdown
+		}
+	}
 	if err != nil {
 		return err
 	}
 	return decodeResponse(out, resp)
 }
+
+// A request for a group the peer does not have is sent again every
+// noGroupRetry for noGroupWait: a new queue's members open their groups
+// as they apply its record, a moment after the first leader opened its
+// own and stood for election, and a vote that failed would leave it a
+// candidate for an election timeout (raft's TimeoutNow does not restart
+// an election under way).
+const (
+	noGroupWait  = time.Second
+	noGroupRetry = 5 * time.Millisecond
+)
 
 // waitAnswer waits until node answers a probe round begun after since;
 // false at deadline or when the transport or node closes.

@@ -23,6 +23,7 @@ type replicas struct {
 	names   []string
 	dirs    map[string]string
 	timeout time.Duration // raft's timeouts (default 200 ms)
+	commit  time.Duration // raft's commit timeout (0: the type's default)
 
 	mu    sync.Mutex
 	types map[string]*quorum.Type
@@ -34,7 +35,11 @@ func newReplicas(t *testing.T, names ...string) *replicas {
 }
 
 func newReplicasTimeout(t *testing.T, timeout time.Duration, names ...string) *replicas {
-	r := &replicas{t: t, names: names, dirs: map[string]string{}, timeout: timeout, types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
+	return newReplicasCommit(t, timeout, 0, names...)
+}
+
+func newReplicasCommit(t *testing.T, timeout, commit time.Duration, names ...string) *replicas {
+	r := &replicas{t: t, names: names, dirs: map[string]string{}, timeout: timeout, commit: commit, types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
 	for _, n := range names {
 		r.dirs[n] = t.TempDir()
 		r.start(n)
@@ -50,7 +55,7 @@ func newReplicasTimeout(t *testing.T, timeout time.Duration, names ...string) *r
 // start (re)starts node n's type from its directory.
 func (r *replicas) start(n string) {
 	typ := quorum.NewType(quorum.Config{
-		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, SnapshotThreshold: 32, NoSync: true,
+		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, CommitTimeout: r.commit, SnapshotThreshold: 32, NoSync: true,
 		Log: func(err error, msg string) { r.t.Logf("%s: %s: %v", n, msg, err) },
 		Transport: func(uint64) (raft.ServerAddress, raft.Transport, error) {
 			addr, tr := raft.NewInmemTransport(raft.ServerAddress(n))
@@ -195,6 +200,23 @@ func TestReplicated(t *testing.T) {
 		if string(e.Msg.Body) != want {
 			t.Fatalf("delivery %d on c: %q, want %q", i, e.Msg.Body, want)
 		}
+	}
+}
+
+// A follower learns that an entry is committed, and delivers it to its
+// node's consumer, without raft's next AppendEntries of nothing (a
+// commit timeout of an hour here): the leader nudges it with a barrier.
+// Each publish is the last entry for a while, the case the nudge is for.
+func TestReplicatedNudge(t *testing.T) {
+	_, _, _, qs := newGroupOn(t, newReplicasCommit(t, 200*time.Millisecond, time.Hour, "a", "b", "c"), 12, "nudge")
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	rec := queuetest.NewRecorder(100, false)
+	if err := qs["b"].AddConsumer(queue.ConsumeOptions{Tag: "b1", Consumer: rec, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		publishWait(t, qs["a"], fmt.Sprint("m", i))
+		waitUntil(t, fmt.Sprintf("m%d delivered on b", i), func() bool { return rec.Len() == i+1 })
 	}
 }
 
