@@ -537,3 +537,25 @@ func TestPeerLost(t *testing.T) {
 		t.Fatalf("n1 told %v, want n3 once", got)
 	}
 }
+
+// TestMetadataNudge: a command the leader applied reaches the other
+// nodes' state machines without raft's next AppendEntries of nothing (a
+// commit timeout of an hour here): the leader nudges them with a
+// barrier. Each command is the last one for a while, the case the nudge
+// is for.
+func TestMetadataNudge(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.Timing.CommitTimeout = time.Hour
+	for i := range c.Nodes {
+		c.Start(i)
+	}
+	l := c.WaitLeader(leaderTimeout)
+	for k := range 3 {
+		if _, err := c.Propose(l, fmt.Sprint("cmd-", k), applyTimeout); err != nil {
+			t.Fatal(err)
+		}
+		if cmds := c.WaitConverged(applyTimeout, k+1); len(cmds) != k+1 {
+			t.Fatalf("%d commands applied, want %d", len(cmds), k+1)
+		}
+	}
+}

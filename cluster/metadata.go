@@ -34,7 +34,8 @@ type StateMachine interface {
 // and tracks the index applied here, which a Propose forwarded to the
 // leader waits for before it returns.
 type fsm struct {
-	sm StateMachine
+	sm     StateMachine
+	nudger Nudger // the other nodes apply a declare as soon as it is committed
 
 	mu      sync.Mutex // guards applied and waiters; a leaf lock
 	applied uint64
@@ -54,6 +55,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		res = f.sm.Apply(l.Index, l.Data)
 	}
 	f.advance(l.Index)
+	f.nudger.Applied(l.Index)
 	return res
 }
 

@@ -319,6 +319,7 @@ func (n *Node) startMetadata() error {
 		return fmt.Errorf("cluster: metadata group: %w", err)
 	}
 	n.meta, n.metaTrans = r, trans
+	n.fsm.nudger.Set(r)
 	n.ready.Store(true)
 	obsCh := make(chan raft.Observation, 16)
 	n.obs = raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {

@@ -64,9 +64,7 @@ type Queue struct {
 	lastUse   time.Time
 	idle      *time.Timer
 
-	started atomic.Bool   // r is set (Apply may run before NewRaft returns)
-	nudging atomic.Bool   // a nudge is armed
-	nudgeAt atomic.Uint64 // the index it was armed at
+	nudger cluster.Nudger // a replicated group's followers hear of what is applied at once
 
 	pmu      sync.Mutex
 	inbox    encoder
@@ -138,7 +136,9 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 		return nil, fmt.Errorf("quorum: start group %d: %w", gid, err)
 	}
 	q.r = r
-	q.started.Store(true)
+	if p != nil {
+		q.nudger.Set(r)
+	}
 	// From now on a snapshot opened is one raft sends to a replica.
 	snaps.started.Store(true)
 	if !existing {
@@ -673,8 +673,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	q.mu.Unlock()
-	if !replayed && q.place != nil {
-		q.armNudge(l.Index)
+	if !replayed {
+		q.nudger.Applied(l.Index)
 	}
 
 	for _, k := range live {
@@ -724,35 +724,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	return refused
-}
-
-// nudgeDelay is how long a leader waits, after applying its last entry,
-// before it appends a nudge: entries appended meanwhile tell the
-// followers the commit index anyway.
-const nudgeDelay = 2 * time.Millisecond
-
-// armNudge, on the leader, after it applied entry idx: should nothing be
-// appended after idx within nudgeDelay, the leader appends a barrier, an
-// entry of no effect whose AppendEntries tells every follower that idx
-// is committed. Else a follower would apply idx (and deliver to its
-// node's consumers) only at raft's next AppendEntries of nothing, up to
-// two commit timeouts later. The barrier itself is not applied by the
-// machine, so it arms nothing.
-func (q *Queue) armNudge(idx uint64) {
-	if !q.started.Load() || q.r.State() != raft.Leader || q.r.LastIndex() != idx {
-		return
-	}
-	q.nudgeAt.Store(idx)
-	if q.nudging.CompareAndSwap(false, true) {
-		time.AfterFunc(nudgeDelay, q.nudge)
-	}
-}
-
-func (q *Queue) nudge() {
-	q.nudging.Store(false)
-	if q.r.State() == raft.Leader && q.r.LastIndex() == q.nudgeAt.Load() {
-		q.r.Barrier(0) // its outcome does not matter: what follows tells the followers too
-	}
 }
 
 func addBack(m map[uint64][]uint64, key, id uint64) map[uint64][]uint64 {
