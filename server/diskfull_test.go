@@ -59,7 +59,7 @@ func TestDiskFull(t *testing.T) {
 	b.start()
 	defer func() {
 		if b.cmd.ProcessState == nil {
-			b.kill()
+			doneWithin(t, "the child broker (SIGKILL, then wait for its exit)", closeDeadline, b.kill)
 		}
 	}()
 	conn, err := amqp091.Dial(url)
@@ -140,9 +140,16 @@ func TestDiskFull(t *testing.T) {
 	// Let what was in flight when the alarm went up be confirmed.
 	time.Sleep(time.Second)
 	close(stop)
-	b.kill()
-	closeWithin(conn, 10*time.Second)
-	r := <-done
+	if !doneWithin(t, "the child broker's kill -9 (SIGKILL, then wait for its exit)", closeDeadline, b.kill) {
+		t.FailNow()
+	}
+	doneWithin(t, "the first connection's close (after the kill)", connCloseDeadline, func() { conn.Close() })
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(closeDeadline):
+		t.Fatalf("the publisher did not stop within %v of the kill", closeDeadline)
+	}
 	t.Logf("blocked with %d bytes free; %d confirmed, %d nacked", freeAtBlock, len(r.confirmed), r.nacked)
 	if freeAtBlock == 0 || r.nacked > 0 {
 		t.Fatalf("the disk filled before the block: %d bytes free at the block, %d writes failed", freeAtBlock, r.nacked)
@@ -177,8 +184,10 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A broker still blocking the connection (the test failed) does not
-	// read its connection.close: the kill that follows this ends it.
-	defer closeWithin(conn, 10*time.Second)
+	// read its connection.close: the deadline reports it, and the kill
+	// deferred above, which runs after this, ends it.
+	conn2 := conn
+	defer doneWithin(t, "the second connection's close (connection.close-ok not received; is the broker still blocking it?)", connCloseDeadline, func() { conn2.Close() })
 	blocked = conn.NotifyBlocked(make(chan amqp091.Blocking, 4))
 	cons, _ := conn.Channel()
 	got := map[string]bool{}
@@ -218,15 +227,33 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
-// closeWithin closes conn, waiting at most d for the broker's close-ok.
-func closeWithin(conn *amqp091.Connection, d time.Duration) {
+// TestDiskFull's deadlines for the child broker's exit after a SIGKILL
+// (and the publisher's after it) and for a connection's close (the
+// broker's close-ok).
+const (
+	closeDeadline     = 30 * time.Second
+	connCloseDeadline = 10 * time.Second
+)
+
+// doneWithin runs f (a close) on its own goroutine and fails the test,
+// naming what, if f has not returned after d, so that a close that hangs
+// fails the test instead of holding the whole go test run until its
+// -timeout. Then f's goroutine is left behind. It reports whether f
+// returned.
+func doneWithin(t *testing.T, what string, d time.Duration, f func()) bool {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
-		conn.Close()
-		close(done)
+		defer close(done)
+		f()
 	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
 	case <-done:
-	case <-time.After(d):
+		return true
+	case <-timer.C:
+		t.Errorf("%s did not return within %v", what, d)
+		return false
 	}
 }
