@@ -1,0 +1,100 @@
+package cluster_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/cluster/clustertest"
+)
+
+// TestRaftLinkLanes: over the one connection between two nodes, a
+// heartbeat is answered while an AppendEntries of the same group waits
+// for its raft (busy storing entries), and another group's requests go
+// on; a group the peer does not have is an error, not a hang; the
+// waiting AppendEntries is answered once its raft answers.
+func TestRaftLinkLanes(t *testing.T) {
+	c := clustertest.New(t, 2)
+	c.Start(0)
+	c.Start(1)
+	a, b := c.Node(0), c.Node(1)
+	ta, err := a.Transport("lane-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := b.Transport("lane-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: rpc.Command.(*raft.AppendEntriesRequest).Term, Success: true}, nil)
+	})
+	ha, _ := a.Transport("lane-h")
+	hb, _ := b.Transport("lane-h")
+	to := raft.ServerAddress(b.Addr())
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte(a.Addr())}
+
+	// An AppendEntries of group g that b's raft takes and does not answer.
+	appended := make(chan error, 1)
+	go func() {
+		var resp raft.AppendEntriesResponse
+		appended <- ta.AppendEntries("n2", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2, PrevLogEntry: 1, PrevLogTerm: 1,
+			Entries: []*raft.Log{{Index: 2, Term: 2, Type: raft.LogCommand, Data: []byte("x")}}, LeaderCommitIndex: 1}, &resp)
+	}()
+	var held raft.RPC
+	select {
+	case held = <-tb.Consumer():
+	case <-time.After(20 * time.Second):
+		t.Fatal("b's group g got no AppendEntries")
+	}
+
+	// A heartbeat of g is answered meanwhile.
+	var hresp raft.AppendEntriesResponse
+	if err := ta.AppendEntries("n2", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2}, &hresp); err != nil || !hresp.Success || hresp.Term != 2 {
+		t.Fatalf("heartbeat behind a waiting AppendEntries: %v %+v", err, hresp)
+	}
+	// So is a vote of group h.
+	voted := make(chan error, 1)
+	go func() {
+		var resp raft.RequestVoteResponse
+		voted <- ha.RequestVote("n2", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 5, LastLogIndex: 9}, &resp)
+	}()
+	select {
+	case rpc := <-hb.Consumer():
+		if v, ok := rpc.Command.(*raft.RequestVoteRequest); !ok || v.Term != 5 || v.LastLogIndex != 9 {
+			t.Fatalf("group h got %+v", rpc.Command)
+		}
+		rpc.Respond(&raft.RequestVoteResponse{Term: 5, Granted: true}, nil)
+	case <-time.After(20 * time.Second):
+		t.Fatal("group h's vote held up behind group g")
+	}
+	if err := <-voted; err != nil {
+		t.Fatal(err)
+	}
+	// A group b does not have.
+	tx, _ := a.Transport("lane-none")
+	var vresp raft.RequestVoteResponse
+	if err := tx.RequestVote("n2", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 1}, &vresp); err == nil {
+		t.Fatal("a vote for a group b does not have succeeded")
+	}
+
+	select {
+	case err := <-appended:
+		t.Fatalf("the held AppendEntries returned %v before b's raft answered", err)
+	default:
+	}
+	held.Respond(&raft.AppendEntriesResponse{Term: 2, LastLog: 2, Success: true}, nil)
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+
+	// b's transport closed: a's requests fail, they do not hang (an
+	// AppendEntries would wait for the follower, see GroupTransport).
+	tb.Close()
+	err = ta.RequestVote("n2", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 3}, &vresp)
+	if err == nil || errors.Is(err, raft.ErrTransportShutdown) {
+		t.Fatalf("a vote to a closed group: %v", err)
+	}
+}
