@@ -24,7 +24,10 @@
 #                   amqp091-go's
 #   FAILOVER_DUR=20 seconds the failover publisher runs (the kill at 5 s)
 #   RABBIT_PORT=5701  AMQP ports RABBIT_PORT..+2 (dist ports +20000)
-#   WARREN_PORT=5711  AMQP ports WARREN_PORT..+2 (cluster ports +20000)
+#   WARREN_PORT=5711  AMQP ports WARREN_PORT..+2 (cluster ports +20000);
+#                   the nodes' management API ports are WARREN_PORT+10000
+#                   .. WARREN_PORT+10002 (127.0.0.1, --mgmt-listen; the
+#                   leader look-up asks node 2's, WARREN_PORT+10001)
 #   RABBIT_BIN=/usr/lib/rabbitmq/bin  where rabbitmq-server and rabbitmqctl are
 #   OUT=dir         logs, data and JSON (default: a temp dir, removed)
 #   WARREN_BIN=path a warren binary to run instead of the checkout's
