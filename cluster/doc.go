@@ -7,10 +7,11 @@
 // challenge-response handshake (handshake.go) that proves both sides know
 // Config.Secret, tells each the other's node name and names the
 // connection's channel: "rpc" (request/response by method name, for
-// forwarding operations between nodes: Node.Handle, Node.Call), or
-// "raft/<group>", handed to that Raft group's raft.NetworkTransport
-// (Node.Transport). The metadata group is one such group; each quorum
-// queue will be another, over the same listener.
+// forwarding operations between nodes: Node.Handle, Node.Call), "raft"
+// (the one connection this node keeps to a peer for the requests of
+// every Raft group: raftmux.go; Node.Transport is a group's
+// raft.Transport over it), or "raftsnap/<group>" (one snapshot install).
+// The metadata group is one such group; each quorum queue is another.
 //
 // The metadata group is a replicated state machine the package does not
 // interpret: the broker gives it a StateMachine (Apply, Snapshot,
