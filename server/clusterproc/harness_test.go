@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -68,7 +69,9 @@ func runNode(dir string) {
 		fmt.Fprintln(f, "node:", err)
 		os.Exit(2)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	// SIGTERM stops the node cleanly, as cmd/warren's: Serve's shutdown
+	// (procCluster.stopGracefully); SIGKILL (procCluster.kill) does not.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if a := os.Getenv("WARREN_NODE_MGMT"); a != "" {
 		mg := mgmt.New(srv, mgmt.Options{Listen: a, Log: &log})
