@@ -101,8 +101,9 @@ type Node struct {
 	conns    map[net.Conn]struct{}
 	checking map[string]bool // peers connLost is dialling
 	groups   map[string]*GroupTransport
-	links    map[string]*raftLink // by address: this node's Raft connection to each peer
 	handlers map[string]Handler
+
+	links sync.Map // address -> *raftLink: this node's Raft connection to each peer
 
 	// ready is set once meta and advertise are: the RPC handlers run from
 	// the start (findAdvertise dials this node itself) and look at them
@@ -136,7 +137,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n := &Node{
 		cfg: cfg, opts: opts, timing: opts.Timing,
 		secret: []byte(cfg.Secret), instance: newInstance(),
-		conns: map[net.Conn]struct{}{}, groups: map[string]*GroupTransport{}, links: map[string]*raftLink{}, handlers: map[string]Handler{},
+		conns: map[net.Conn]struct{}{}, groups: map[string]*GroupTransport{}, handlers: map[string]Handler{},
 		instances: map[string]instanceID{}, checking: map[string]bool{}, probeNow: make(chan struct{}, 1),
 	}
 	n.pool.idle = map[string][]*rpcConn{}

@@ -72,16 +72,14 @@ type linkDial struct {
 	err  error
 }
 
-// link returns the node's link to addr.
+// link returns the node's link to addr (without the node's lock: every
+// request of every group looks its link up).
 func (n *Node) link(addr string) *raftLink {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	l := n.links[addr]
-	if l == nil {
-		l = &raftLink{n: n, addr: addr}
-		n.links[addr] = l
+	if l, ok := n.links.Load(addr); ok {
+		return l.(*raftLink)
 	}
-	return l
+	l, _ := n.links.LoadOrStore(addr, &raftLink{n: n, addr: addr})
+	return l.(*raftLink)
 }
 
 // get returns the link's connection, dialling it if there is none.
@@ -115,7 +113,7 @@ func (l *raftLink) get(deadline time.Time) (*linkConn, error) {
 		var lc *linkConn
 		if err == nil {
 			now := time.Now().UnixNano()
-			lc = &linkConn{l: l, c: c, peer: p.name, pending: map[uint64]*pendingCall{}}
+			lc = &linkConn{l: l, c: c, peer: p.name, pending: map[uint64]*pendingCall{}, closed: make(chan struct{})}
 			lc.out = newFrameWriter(c, l.n.timing.IOTimeout, func(err error) {
 				lc.broken(fmt.Errorf("cluster: Raft RPC to %s: %w", l.addr, err))
 			})
@@ -131,6 +129,7 @@ func (l *raftLink) get(deadline time.Time) (*linkConn, error) {
 			return nil, err
 		}
 		go lc.read()
+		go lc.sweep()
 		return lc, nil
 	}
 }
@@ -143,17 +142,14 @@ func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte, lazy boo
 	if err != nil {
 		return nil, err
 	}
-	pc, id, err := lc.send(t.group, kind, body, lazy)
+	pc, id, err := lc.send(t.group, kind, body, lazy, deadline)
 	if err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	// The connection's sweep fails the call at its deadline (no timer
+	// per call).
 	select {
 	case <-pc.done:
-	case <-timer.C:
-		lc.abandon(id)
-		return nil, fmt.Errorf("cluster: Raft RPC to %s: %w", l.addr, context.DeadlineExceeded)
 	case <-t.closed:
 		lc.forget(id)
 		return nil, raft.ErrTransportShutdown
@@ -185,19 +181,21 @@ type linkConn struct {
 	pending  map[uint64]*pendingCall // nil once broken
 	nextID   uint64
 	err      error
-	lastRecv atomic.Int64 // when the last answer arrived (Unix ns)
+	closed   chan struct{} // closed once broken
+	lastRecv atomic.Int64  // when the last answer arrived (Unix ns)
 }
 
 type pendingCall struct {
-	done   chan struct{}
-	status byte
-	body   []byte
-	err    error
+	done     chan struct{}
+	deadline time.Time
+	status   byte
+	body     []byte
+	err      error
 }
 
 // send writes a request and registers its call.
-func (lc *linkConn) send(group string, kind byte, body []byte, lazy bool) (*pendingCall, uint64, error) {
-	pc := &pendingCall{done: make(chan struct{})}
+func (lc *linkConn) send(group string, kind byte, body []byte, lazy bool, deadline time.Time) (*pendingCall, uint64, error) {
+	pc := &pendingCall{done: make(chan struct{}), deadline: deadline}
 	lc.mu.Lock()
 	if lc.pending == nil {
 		err := lc.err
@@ -228,13 +226,43 @@ func (lc *linkConn) forget(id uint64) {
 	lc.mu.Unlock()
 }
 
-// abandon drops a call that timed out; the connection goes too when
-// nothing at all came back on it for as long (its peer is gone without
+// sweepEvery is how often a connection fails its calls past their
+// deadline.
+const sweepEvery = 250 * time.Millisecond
+
+// sweep fails the calls past their deadline until the connection ends;
+// the connection goes too when nothing at all came back on it for
+// Timing.IOTimeout while a call timed out (its peer is gone without
 // closing it), so that the next request dials again.
-func (lc *linkConn) abandon(id uint64) {
-	lc.forget(id)
-	if time.Since(time.Unix(0, lc.lastRecv.Load())) >= lc.l.n.timing.IOTimeout {
-		lc.broken(fmt.Errorf("cluster: no answer from %s for %v", lc.l.addr, lc.l.n.timing.IOTimeout))
+func (lc *linkConn) sweep() {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-lc.closed:
+			return
+		case now := <-tick.C:
+			var late []*pendingCall
+			lc.mu.Lock()
+			for id, pc := range lc.pending {
+				if now.After(pc.deadline) {
+					delete(lc.pending, id)
+					late = append(late, pc)
+				}
+			}
+			lc.mu.Unlock()
+			if len(late) == 0 {
+				continue
+			}
+			for _, pc := range late {
+				pc.err = fmt.Errorf("cluster: Raft RPC to %s: %w", lc.l.addr, context.DeadlineExceeded)
+				close(pc.done)
+			}
+			if now.Sub(time.Unix(0, lc.lastRecv.Load())) >= lc.l.n.timing.IOTimeout {
+				lc.broken(fmt.Errorf("cluster: no answer from %s for %v", lc.l.addr, lc.l.n.timing.IOTimeout))
+				return
+			}
+		}
 	}
 }
 
@@ -251,6 +279,7 @@ func (lc *linkConn) broken(err error) {
 	if pend == nil {
 		return
 	}
+	close(lc.closed)
 	lc.c.Close()
 	lc.l.mu.Lock()
 	if lc.l.conn == lc {

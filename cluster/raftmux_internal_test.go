@@ -27,7 +27,7 @@ func requestFrame(size uint32, id uint64, kind byte, group string, body []byte) 
 // request for a group this node does not have is answered as such and
 // the connection goes on.
 func TestServeRaftGarbage(t *testing.T) {
-	n := &Node{groups: map[string]*GroupTransport{}, links: map[string]*raftLink{}, timing: DefaultTiming(),
+	n := &Node{groups: map[string]*GroupTransport{}, timing: DefaultTiming(),
 		ctx: context.Background(), log: zerolog.Nop()}
 	n.cfg.NodeName = "me"
 	g := &GroupTransport{n: n, group: "g", consume: make(chan raft.RPC), closed: make(chan struct{})}
