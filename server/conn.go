@@ -52,9 +52,18 @@ type conn struct {
 	// unackedCount is the number of unacknowledged deliveries on all
 	// channels, capped by Config.MaxUnackedPerConnection.
 	unackedCount atomic.Int64
-	// closing is set once the broker has sent connection.close; every
-	// frame but close and close-ok is then discarded.
+	// closeBegun is set, from whichever goroutine does it, once the
+	// connection's close has begun on the broker's side: the broker sent
+	// connection.close (sendClose, from the reader or from abort), or it
+	// answered the client's. No connection.close goes out after it.
+	closeBegun atomic.Bool
+	// closing is the reader's own mark that the broker has sent
+	// connection.close (see startClosing); every frame but close and
+	// close-ok is then discarded. Reader goroutine only.
 	closing bool
+	// opened is set once open-ok has been sent; before it abort closes
+	// the socket without a frame.
+	opened atomic.Bool
 	// stopped is set once the connection is closing (either side sent
 	// connection.close, or it dropped): no channel takes another delivery
 	// (one closing channel's requeued messages must not go to its
@@ -207,13 +216,14 @@ func (c *conn) openSync() bool {
 // logEnd logs how the reader loop ended.
 func (c *conn) logEnd(err error) {
 	switch {
+	case c.forced() && (err == nil || errors.Is(err, errClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded)):
+		// The broker closed it (shutdown, an operator) and the client
+		// answered close-ok, or dropped the socket instead, or the broker
+		// cut it when close-ok did not come.
+		c.log.Info().Str("reason", c.forcedReason).Msg("connection closed by the broker")
 	case err == nil, errors.Is(err, errClosed):
 		c.log.Info().Msg("connection closed")
-	case c.forced() && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded)):
-		// The broker closed it (shutdown, an operator) and the client
-		// dropped the socket instead of answering close-ok, or the
-		// broker cut it when close-ok did not come.
-		c.log.Info().Str("reason", c.forcedReason).Msg("connection closed by the broker")
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		c.log.Info().Msg("connection closed abruptly by client")
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -240,35 +250,60 @@ func (c *conn) forceClose(reason string) {
 }
 
 // abort closes the connection with e, from any goroutine: the broker sends
-// connection.close, stops reading and cuts the socket shortly after.
+// connection.close (unless its close has begun already), and the reader,
+// noticing it, discards every frame but close and close-ok; the socket is
+// cut after closeOkWait if close-ok does not come. Before the handshake
+// finished the socket is closed at once without a frame, as RabbitMQ's
+// reader terminates a connection that is not running.
 func (c *conn) abort(e *amqp.Error) {
 	c.forceOnce.Do(func() {
 		c.stopped.Store(true)
 		c.forcedReason = e.Text // read after quit is closed
 		close(c.quit)
+		if !c.opened.Load() {
+			c.nc.Close()
+			return
+		}
 		c.sendClose(e)
 		// Give the client a moment to answer close-ok, then cut the socket.
-		time.AfterFunc(2*time.Second, func() { c.nc.Close() })
+		time.AfterFunc(c.srv.closeOkWait, func() { c.nc.Close() })
 	})
 }
 
-// sendClose sends connection.close for e.
-func (c *conn) sendClose(e *amqp.Error) {
+// sendClose sends connection.close for e, from any goroutine, unless the
+// connection's close has begun already (closeBegun); it reports whether it
+// sent it.
+func (c *conn) sendClose(e *amqp.Error) bool {
+	if !c.closeBegun.CompareAndSwap(false, true) {
+		return false
+	}
 	c.out.sendMethod(0, &amqp.ConnectionClose{ReplyCode: e.Code, ReplyText: e.ReplyString(), ReplyClassID: e.ClassID, ReplyMethodID: e.MethodID})
+	return true
 }
 
 // hardError closes the connection for a connection-level exception: the
 // broker sends connection.close and then waits, discarding frames, for
-// close-ok.
-func (c *conn) hardError(e *amqp.Error) error {
-	c.log.Warn().Uint16("code", e.Code).Str("reason", e.ReplyString()).
-		Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing connection on error")
-	c.sendClose(e)
+// close-ok. An error met after abort sent its connection.close (a frame
+// the reader was handling meanwhile) is not answered: RabbitMQ would have
+// discarded that frame.
+func (c *conn) hardError(e *amqp.Error) {
+	if c.sendClose(e) {
+		c.log.Warn().Uint16("code", e.Code).Str("reason", e.ReplyString()).
+			Str("method", amqp.MethodName(e.ClassID, e.MethodID)).Msg("closing connection on error")
+	}
+	// RabbitMQ waits a bounded time for close-ok.
+	c.startClosing(3 * time.Second)
+}
+
+// startClosing moves the reader to closing after the broker's
+// connection.close: the channels are shut (RabbitMQ terminates them as it
+// sends its close), every frame but close and close-ok is discarded from
+// now on, and the reader waits for close-ok at most wait. Reader goroutine
+// only.
+func (c *conn) startClosing(wait time.Duration) {
 	c.closing = true
 	c.cleanupChannels()
-	// RabbitMQ waits a bounded time for close-ok.
-	c.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
-	return nil
+	c.nc.SetReadDeadline(time.Now().Add(wait))
 }
 
 func (c *conn) readLoop() error {
@@ -331,6 +366,16 @@ func (c *conn) readLoop() error {
 			}
 		}
 		f, err := c.fr.ReadFrame()
+		if !c.closing && c.closeBegun.Load() {
+			// abort sent connection.close from another goroutine: this
+			// frame and the ones after it are the client's answer or
+			// crossed the close (the client's close-ok cannot come before
+			// the close, which went out after closeBegun was set).
+			c.startClosing(c.srv.closeOkWait)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue // a heartbeat or check deadline: wait for close-ok
+			}
+		}
 		if err != nil && !c.closing && errors.Is(err, os.ErrDeadlineExceeded) && (timeout > 0 || every > 0) {
 			switch {
 			case timeout == 0 || time.Now().Before(deadline):
@@ -422,7 +467,8 @@ var errDrop = errors.New("unparseable input, connection dropped")
 // handleFrame routes one frame. A returned *amqp.Error is a hard error.
 func (c *conn) handleFrame(f amqp.Frame) error {
 	if c.closing {
-		// After connection.close only close and close-ok count.
+		// After the broker's connection.close only close and close-ok
+		// count.
 		if f.Type != amqp.FrameMethod || f.Channel != 0 {
 			return nil
 		}
@@ -434,8 +480,10 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 		case *amqp.ConnectionCloseOk:
 			return errClosed
 		case *amqp.ConnectionClose:
+			// A close crossing the broker's is answered; as RabbitMQ,
+			// the broker still waits for the close-ok to its own (or for
+			// the client to drop the socket).
 			c.out.sendMethod(0, &amqp.ConnectionCloseOk{})
-			return errClosed
 		}
 		return nil
 	}
@@ -492,6 +540,8 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 func (c *conn) handleConnectionMethod(m amqp.Method) error {
 	switch m := m.(type) {
 	case *amqp.ConnectionClose:
+		// No connection.close from abort after this close-ok.
+		c.closeBegun.Store(true)
 		c.cleanupChannels()
 		// Exclusive queues go before close-ok, so a client that closed
 		// finds them gone at once (cleanup would otherwise wait for the
@@ -714,6 +764,7 @@ func (c *conn) handshake() error {
 		ClientProps: startOk.ClientProperties, ConnectedAt: time.Now(),
 	})
 	c.out.sendMethod(0, &amqp.ConnectionOpenOk{})
+	c.opened.Store(true)
 	return nil
 }
 

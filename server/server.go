@@ -76,6 +76,10 @@ type Server struct {
 	// heartbeatUnit is what one unit of the negotiated heartbeat lasts:
 	// a second, as the protocol has it; tests shorten it.
 	heartbeatUnit time.Duration
+	// closeOkWait is how long the broker waits for close-ok after a
+	// connection.close it sent from outside the reader (conn.abort) before
+	// it cuts the socket; tests lengthen it.
+	closeOkWait time.Duration
 
 	alarms *alarmState
 	// cluster is the cluster node (cluster.go); nil for a single node.
@@ -122,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		outMaxBuffered: outMaxBuffered,
 		alarmPoke:      make(chan struct{}, 1),
 		heartbeatUnit:  time.Second,
+		closeOkWait:    2 * time.Second,
 	}
 	if cfg.hooks.Store == nil {
 		st, err := persist.Open(cfg.DataDir, persist.Options{
