@@ -157,16 +157,10 @@ func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte, lazy boo
 		lc.forget(id)
 		return nil, ErrClosed
 	}
-	switch {
-	case pc.err != nil:
-		return nil, pc.err
-	case pc.status == raftOK:
-		return pc.body, nil
-	case pc.status == raftNoGroup:
-		return nil, fmt.Errorf("%w: %s: %s", errNoGroup, lc.peer, pc.body)
-	default:
-		return nil, errors.New(string(pc.body))
+	if err := pc.result(); err != nil {
+		return nil, err
 	}
+	return pc.body, nil
 }
 
 // linkConn is one connection of a link, with the calls waiting on it.
@@ -191,11 +185,27 @@ type pendingCall struct {
 	status   byte
 	body     []byte
 	err      error
+	peer     string
+}
+
+// result is the call's error once done: its connection's, or the peer's
+// answer.
+func (pc *pendingCall) result() error {
+	switch {
+	case pc.err != nil:
+		return pc.err
+	case pc.status == raftOK:
+		return nil
+	case pc.status == raftNoGroup:
+		return fmt.Errorf("%w: %s: %s", errNoGroup, pc.peer, pc.body)
+	default:
+		return errors.New(string(pc.body))
+	}
 }
 
 // send writes a request and registers its call.
 func (lc *linkConn) send(group string, kind byte, body []byte, lazy bool, deadline time.Time) (*pendingCall, uint64, error) {
-	pc := &pendingCall{done: make(chan struct{}), deadline: deadline}
+	pc := &pendingCall{done: make(chan struct{}), deadline: deadline, peer: lc.peer}
 	lc.mu.Lock()
 	if lc.pending == nil {
 		err := lc.err

@@ -97,8 +97,11 @@ func (t *GroupTransport) Consumer() <-chan raft.RPC { return t.consume }
 // LocalAddr implements raft.Transport: the node's advertised address.
 func (t *GroupTransport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.n.advertise) }
 
-// AppendEntriesPipeline implements raft.Transport: not supported (raft
-// replicates one AppendEntries at a time).
+// AppendEntriesPipeline implements raft.Transport: not supported, raft
+// sends a follower one AppendEntries at a time, each with every entry
+// appended since the one before. (A pipeline over the link was measured,
+// session 12: no change of the cluster's confirmed rate or its p99, and a
+// goroutine more per follower of every group.)
 func (t *GroupTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
