@@ -29,9 +29,9 @@ import (
 // the request's frame (u32 length, body), the snapshot's bytes, and the
 // answer (u32 length, u8 status, body).
 //
-// The acceptor reads its connection's requests on one goroutine: a
-// heartbeat goes to its group's heartbeat handler on a goroutine of its
-// own, any other request joins its group's lane, a queue served in order
+// The acceptor reads its connection's requests on one goroutine, which
+// hands a heartbeat to its group's heartbeat handler itself (it answers
+// at once); any other request joins its group's lane, a queue served in order
 // by a goroutine that runs while it holds requests. So a group whose
 // raft is busy (storing entries) holds up no other group, and no group
 // costs a goroutine while it is idle.
@@ -473,7 +473,7 @@ func (n *Node) serveRaft(c net.Conn, p peer) {
 		}
 		if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
 			if fn := t.heartbeatHandler(); fn != nil {
-				go s.serve(t, laneJob{id, cmd}, fn)
+				s.heartbeat(t, id, cmd, fn)
 				continue
 			}
 		}
@@ -519,30 +519,44 @@ func (s *raftServer) runLane(t *GroupTransport, ln *lane) {
 		ln.jobs[0] = laneJob{}
 		ln.jobs = ln.jobs[1:]
 		s.mu.Unlock()
-		s.serve(t, j, nil)
+		s.serve(t, j)
 	}
 }
 
-// serve hands j to its group's raft (to hb, raft's heartbeat handler,
-// when set) and writes the answer.
-func (s *raftServer) serve(t *GroupTransport, j laneJob, hb func(raft.RPC)) {
+// heartbeat serves a heartbeat on the reading goroutine, as
+// NetworkTransport does: raft's heartbeat handler answers at once (it
+// touches no disk but at a new term), and a goroutine per heartbeat cost
+// more than the handler (its start and stack growth, thousands a second
+// with many groups). A handler that did not answer (its raft is shutting
+// down) gets the error at once.
+func (s *raftServer) heartbeat(t *GroupTransport, id uint64, cmd any, hb func(raft.RPC)) {
+	respCh := make(chan raft.RPCResponse, 1)
+	hb(raft.RPC{Command: cmd, RespChan: respCh})
+	select {
+	case resp := <-respCh:
+		s.respond(id, resp, true)
+	default:
+		s.reply(id, raftError, []byte(raft.ErrTransportShutdown.Error()), true)
+	}
+}
+
+// serve hands j to its group's raft and writes the answer.
+func (s *raftServer) serve(t *GroupTransport, j laneJob) {
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: j.cmd, RespChan: respCh}
-	if hb != nil {
-		hb(rpc)
-	} else {
-		select {
-		case t.consume <- rpc:
-		case <-t.closed:
-			s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()), false)
-			return
-		case <-s.done:
-			return
-		}
+	select {
+	case t.consume <- rpc:
+	case <-t.closed:
+		s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()), false)
+		return
+	case <-s.done:
+		return
 	}
 	select {
 	case resp := <-respCh:
-		s.respond(j.id, resp, hb != nil)
+		// An AppendEntries of nothing is answered lazily, as it came.
+		ae, lazy := j.cmd.(*raft.AppendEntriesRequest)
+		s.respond(j.id, resp, lazy && len(ae.Entries) == 0)
 	case <-t.closed:
 		s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()), false)
 	case <-s.done:
