@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -59,6 +60,8 @@ type GroupTransport struct {
 
 	hbMu sync.Mutex
 	hb   func(raft.RPC)
+
+	commitLimit atomic.Pointer[func() uint64] // LimitCommit's
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -158,6 +161,11 @@ func (t *GroupTransport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []
 // DecodePeer implements raft.Transport.
 func (t *GroupTransport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
 
+// LimitCommit makes every AppendEntries the group sends tell a commit
+// index no later than limit() (a leader's durable index, when it stores
+// its own entries before they are synced: quorum's early stores).
+func (t *GroupTransport) LimitCommit(limit func() uint64) { t.commitLimit.Store(&limit) }
+
 // SetHeartbeatHandler implements raft.Transport.
 func (t *GroupTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	t.hbMu.Lock()
@@ -200,6 +208,14 @@ func (t *GroupTransport) call(target raft.ServerAddress, req, resp any) error {
 	if t.isClosed() {
 		return raft.ErrTransportShutdown
 	}
+	ae, isAppend := req.(*raft.AppendEntriesRequest)
+	if isAppend {
+		if f := t.commitLimit.Load(); f != nil {
+			if c := (*f)(); ae.LeaderCommitIndex > c {
+				ae.LeaderCommitIndex = c // raft builds a request per call
+			}
+		}
+	}
 	body, kind, err := encodeRequest(make(rbuf, 0, 64), req)
 	if err != nil {
 		return err
@@ -207,8 +223,7 @@ func (t *GroupTransport) call(target raft.ServerAddress, req, resp any) error {
 	// A heartbeat, or an AppendEntries of nothing (raft tells an idle
 	// follower the commit index), waits for others to go with it
 	// (frameWriter).
-	ae, lazy := req.(*raft.AppendEntriesRequest)
-	lazy = lazy && len(ae.Entries) == 0
+	lazy := isAppend && len(ae.Entries) == 0
 	var out []byte
 	for wait := time.Now().Add(noGroupWait); ; {
 		out, err = t.n.link(string(target)).roundTrip(t, kind, body, lazy)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
@@ -27,6 +28,13 @@ type Group struct {
 	// reads each entry back right after storing it (a leader to send it
 	// to each follower, a follower to apply it).
 	recent [recentSize]*raft.Log
+
+	// durable is the last index known synced (StoreLogsEarly answers
+	// before the sync); durableCh is closed and replaced when it rises
+	// while someone waits (waiting).
+	durable   atomic.Uint64
+	durableCh chan struct{}
+	waiting   bool
 }
 
 // recentSize is how many of its last entries a group keeps in memory.
@@ -137,8 +145,18 @@ func (g *Group) applied(r *request) {
 	switch {
 	case r.dropAll:
 		g.drop()
+		g.durable.Store(0)
 	case r.del:
+		suffix := g.last != 0 && r.delMax >= g.last // the whole log too
 		g.deleteRange(r.delMin, r.delMax)
+		if suffix && g.durable.Load() >= r.delMin {
+			// A suffix cut (a follower's conflict): what is durable ends
+			// before it until entries there are synced again. (A prefix
+			// cut, compaction, changes nothing; a cut of all of it may be
+			// compaction after a snapshot: a lower durable index only
+			// waits for entries synced anyway.)
+			g.durable.Store(r.delMin - 1)
+		}
 	}
 	for _, e := range r.ents {
 		g.put(e.idx, loc{seq: r.at.seq, off: r.at.off + e.off, n: e.n})
@@ -149,6 +167,56 @@ func (g *Group) applied(r *request) {
 	if r.commit > g.commit {
 		g.commit = r.commit
 	}
+}
+
+// synced raises the durable index past r's entries once they are synced.
+func (g *Group) synced(r *request) {
+	if len(r.logs) == 0 {
+		return
+	}
+	last := r.logs[len(r.logs)-1].Index
+	g.mu.Lock()
+	if last > g.durable.Load() {
+		g.durable.Store(last)
+		if g.waiting {
+			close(g.durableCh)
+			g.durableCh, g.waiting = nil, false
+		}
+	}
+	g.mu.Unlock()
+}
+
+// Durable is the last index of the group's log known synced.
+func (g *Group) Durable() uint64 { return g.durable.Load() }
+
+// WaitDurable waits until the group's log is synced up to idx (at once if
+// it is); an error if the store failed or closed first.
+func (g *Group) WaitDurable(idx uint64) error {
+	for g.durable.Load() < idx {
+		if p := g.s.failed.Load(); p != nil {
+			return *p
+		}
+		g.mu.Lock()
+		if g.durable.Load() >= idx {
+			g.mu.Unlock()
+			return nil
+		}
+		if g.durableCh == nil {
+			g.durableCh = make(chan struct{})
+		}
+		g.waiting = true
+		ch := g.durableCh
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-g.s.stopped:
+			if g.durable.Load() >= idx {
+				return nil
+			}
+			return ErrClosed
+		}
+	}
+	return nil
 }
 
 // FirstIndex implements raft.LogStore.
@@ -220,6 +288,10 @@ func (g *Group) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l})
 // index) are durable when it returns, written with whatever other groups
 // wrote at the same time.
 func (g *Group) StoreLogs(logs []*raft.Log) error {
+	return g.storeLogs(logs, false)
+}
+
+func (g *Group) storeLogs(logs []*raft.Log, early bool) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -236,7 +308,7 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 	if staged > 0 {
 		n += recHeader + recBody + 8
 	}
-	r := &request{group: g, appends: 1, arena: make([]byte, 0, n), ents: make([]entryPos, 0, len(logs)), logs: logs,
+	r := &request{group: g, appends: 1, early: early, arena: make([]byte, 0, n), ents: make([]entryPos, 0, len(logs)), logs: logs,
 		pieces: make([][]byte, 0, 2*len(logs)+1), recs: make([]int, 0, len(logs)+1)}
 	for _, l := range logs {
 		r.entry(g.id, l, false)
@@ -248,6 +320,16 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 		r.commit = staged
 	}
 	return g.s.submit(r)
+}
+
+// StoreLogsEarly stores logs as StoreLogs does but returns once they are
+// written, before the sync that makes them durable (Durable, WaitDurable
+// tell when it is done): for a leader, whose own copy need not be on disk
+// before it sends the entries to its followers, as long as nothing acts
+// on an entry (applies it, confirms it, tells a follower it is committed)
+// before it is durable here too.
+func (g *Group) StoreLogsEarly(logs []*raft.Log) error {
+	return g.storeLogs(logs, true)
 }
 
 // DeleteRange implements raft.LogStore: entries min..max inclusive.

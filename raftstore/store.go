@@ -147,7 +147,9 @@ type request struct {
 	appends int
 	copied  bool
 	at      loc // where the records were written (the committer sets it)
-	done    chan error
+	// early: answered once written, before the sync (StoreLogsEarly).
+	early bool
+	done  chan error
 }
 
 // record adds a record of one piece.
@@ -250,6 +252,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.closeSegments()
 		db.Close()
 		return nil, err
+	}
+	// What the log holds at open is durable (openLog sealed it).
+	for _, g := range s.groups {
+		g.durable.Store(g.last)
 	}
 	go s.committer()
 	if !opts.NoSync {
@@ -665,6 +671,19 @@ func (s *Store) committer() {
 // request to its group's index and answers it.
 func (s *Store) commit(batch []*request) {
 	err := s.write(batch)
+	answered := false
+	if err == nil {
+		// Written: readable now, and the early requests are answered
+		// before the sync (their groups' durable index waits for it).
+		for _, r := range batch {
+			r.group.applied(r)
+			if r.early {
+				r.done <- nil
+				answered = true
+			}
+		}
+		err = s.sync()
+	}
 	if err != nil && s.failed.Load() == nil {
 		// What the file holds past its last sync is unknown now: the
 		// store takes no more writes (a restart reads what is durable).
@@ -674,7 +693,7 @@ func (s *Store) commit(batch []*request) {
 	appends, entries, bytes := 0, 0, 0
 	for _, r := range batch {
 		if err == nil {
-			r.group.applied(r)
+			r.group.synced(r)
 			appends += r.appends
 			entries += len(r.ents)
 			bytes += r.size
@@ -685,7 +704,22 @@ func (s *Store) commit(batch []*request) {
 	s.entries.Add(uint64(entries))
 	s.bytes.Add(uint64(bytes))
 	for _, r := range batch {
-		r.done <- err
+		if !(answered && r.early) {
+			r.done <- err
+		}
+	}
+	if err != nil && answered {
+		// An early request's group waits in WaitDurable: it sees failed.
+		s.mu.Lock()
+		for _, g := range s.groups {
+			g.mu.Lock()
+			if g.waiting {
+				close(g.durableCh)
+				g.durableCh, g.waiting = nil, false
+			}
+			g.mu.Unlock()
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -738,9 +772,11 @@ func (s *Store) write(batch []*request) error {
 		s.cur.end += n
 		bufs = append(bufs, r.pieces...)
 	}
-	if err := flush(); err != nil {
-		return err
-	}
+	return flush()
+}
+
+// sync makes what write wrote durable.
+func (s *Store) sync() error {
 	if !s.opts.NoSync {
 		t := time.Now()
 		err := fdatasync(s.cur.f)

@@ -370,3 +370,78 @@ func TestKill9Child(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestStoreLogsEarly: entries stored early are readable at once and
+// durable once their sync is done (WaitDurable, Durable); a suffix cut
+// takes the durable index back below it, compaction does not; entries
+// stored early and synced are there after a reopen; a closed store's
+// wait for what never became durable ends with an error.
+func TestStoreLogsEarly(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	g, err := s.Group(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := func(from, to uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := from; i <= to; i++ {
+			out = append(out, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprint("e", i))})
+		}
+		return out
+	}
+	if err := g.StoreLogsEarly(logs(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := g.GetLog(10, &l); err != nil || string(l.Data) != "e10" {
+		t.Fatalf("entry 10 after an early store: %v %q", err, l.Data)
+	}
+	if err := g.WaitDurable(10); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Durable(); d != 10 {
+		t.Fatalf("durable %d, want 10", d)
+	}
+	// Compaction leaves it; a cut of the suffix takes it back.
+	if err := g.DeleteRange(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Durable(); d != 10 {
+		t.Fatalf("durable %d after compaction, want 10", d)
+	}
+	if err := g.DeleteRange(8, 10); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Durable(); d != 7 {
+		t.Fatalf("durable %d after the suffix 8..10 was cut, want 7", d)
+	}
+	if err := g.StoreLogs(logs(8, 12)); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Durable(); d != 12 {
+		t.Fatalf("durable %d after a synced store, want 12", d)
+	}
+	s.Close()
+
+	s = open(t, dir)
+	defer s.Close()
+	g, _ = s.Group(7)
+	if d := g.Durable(); d != 12 {
+		t.Fatalf("durable %d after a reopen, want 12", d)
+	}
+	if first, _ := g.FirstIndex(); first != 4 {
+		t.Fatalf("first %d after a reopen, want 4", first)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.WaitDurable(13) }()
+	s.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a wait for an entry never stored ended without an error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a wait for an entry never stored outlived its store")
+	}
+}

@@ -65,6 +65,9 @@ type Queue struct {
 	idle      *time.Timer
 
 	nudger cluster.Nudger // a replicated group's followers hear of what is applied at once
+	// early: the leader's entries are stored early (floorLog.StoreLogs);
+	// see earlyStores.
+	early bool
 
 	pmu      sync.Mutex
 	inbox    encoder
@@ -138,6 +141,11 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	q.r = r
 	if p != nil {
 		q.nudger.Set(r)
+	}
+	q.early = q.earlyStores(p)
+	if q.early {
+		leads := func() bool { return r.State() == raft.Leader }
+		q.logs.leads.Store(&leads)
 	}
 	// From now on a snapshot opened is one raft sends to a replica.
 	snaps.started.Store(true)
@@ -596,6 +604,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	if q.early {
+		// raft counts a leader's early-stored entry as its own copy at
+		// once: nothing here acts on it (confirms, delivers) before it is
+		// durable on this node too.
+		if err := q.group.WaitDurable(l.Index); err != nil {
+			q.typ.logErr(err, "quorum queue: an entry is not durable here: its effects are not applied on this node")
+			return nil
+		}
+	}
 	var fx effects
 	var back map[uint64][]uint64 // refused deliveries by consumer
 	var settled []uint64
@@ -724,6 +741,32 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	return refused
+}
+
+// earlyStores reports whether the group's leader may store its entries
+// early (floorLog.StoreLogs). raft then takes the leader's copy as stored
+// before it is durable, so it may count an entry committed with only one
+// durable copy, a follower's. Two things keep that from mattering: no
+// replica acts on an entry before it is durable on the leader (its own
+// FSM waits for the sync, Apply; the followers are told of a commit
+// index no later than the leader's durable one, the transport's commit
+// limit), so an entry a leader crash loses was confirmed and applied
+// nowhere, and raft may overwrite it as any uncommitted entry; and once
+// it is durable on the leader it is on a majority. So early stores are
+// on for a group of one voter on this node alone (nothing to tell), or a
+// group whose transport limits the commit index it sends
+// (cluster.GroupTransport); else off (the in-memory transports of
+// tests).
+func (q *Queue) earlyStores(p *Placement) bool {
+	if p == nil && q.typ.cfg.Transport == nil {
+		return true
+	}
+	lt, ok := q.trans.(interface{ LimitCommit(func() uint64) })
+	if !ok {
+		return false
+	}
+	lt.LimitCommit(q.group.Durable)
+	return true
 }
 
 func addBack(m map[uint64][]uint64, key, id uint64) map[uint64][]uint64 {
@@ -919,6 +962,22 @@ func (s snapshot) Release() {}
 type floorLog struct {
 	*raftstore.Group
 	floor atomic.Uint64
+	// leads, when set (early stores: Queue.early), tells whether the
+	// group leads now: a leader's own entries are stored early.
+	leads atomic.Pointer[func() bool]
+}
+
+// StoreLogs implements raft.LogStore: a leader's entries (raft's
+// dispatchLogs, on the main loop, which stores before it sends to the
+// followers) are handed on once written, before their sync, so that the
+// leader's sync and its followers' run at once instead of one after the
+// other; a follower's are stored synced, as raft requires before it
+// answers. What keeps it safe is Queue.early's.
+func (l *floorLog) StoreLogs(logs []*raft.Log) error {
+	if f := l.leads.Load(); f != nil && (*f)() {
+		return l.Group.StoreLogsEarly(logs)
+	}
+	return l.Group.StoreLogs(logs)
 }
 
 func (l *floorLog) setFloor(f uint64) {
