@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,5 +97,53 @@ func TestRaftLinkLanes(t *testing.T) {
 	err = ta.RequestVote("n2", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 3}, &vresp)
 	if err == nil || errors.Is(err, raft.ErrTransportShutdown) {
 		t.Fatalf("a vote to a closed group: %v", err)
+	}
+}
+
+// TestLimitCommit: a group whose leader stores its entries early never
+// tells a follower a commit index past the limit (the leader's durable
+// index), with entries or without.
+func TestLimitCommit(t *testing.T) {
+	c := clustertest.New(t, 2)
+	c.Start(0)
+	c.Start(1)
+	a, b := c.Node(0), c.Node(1)
+	ta, err := a.Transport("limit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := b.Transport("limit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var durable atomic.Uint64
+	durable.Store(5)
+	ta.LimitCommit(durable.Load)
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte(a.Addr())}
+	for _, tc := range []struct {
+		commit, durable, want uint64
+		entries               int
+	}{{9, 5, 5, 1}, {9, 5, 5, 0}, {4, 5, 4, 1}, {9, 12, 9, 0}} {
+		durable.Store(tc.durable)
+		req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2, PrevLogEntry: 9, PrevLogTerm: 2, LeaderCommitIndex: tc.commit}
+		for i := range tc.entries {
+			req.Entries = append(req.Entries, &raft.Log{Index: uint64(10 + i), Term: 2, Type: raft.LogCommand})
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- ta.AppendEntries("n2", raft.ServerAddress(b.Addr()), req, &raft.AppendEntriesResponse{})
+		}()
+		select {
+		case rpc := <-tb.Consumer():
+			if got := rpc.Command.(*raft.AppendEntriesRequest).LeaderCommitIndex; got != tc.want {
+				t.Fatalf("commit %d with durable %d: the follower was told %d, want %d", tc.commit, tc.durable, got, tc.want)
+			}
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 2, Success: true}, nil)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no AppendEntries")
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
