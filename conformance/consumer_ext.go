@@ -118,3 +118,82 @@ func init() {
 		},
 	)
 }
+
+// With single active consumer, queue.declare-ok's consumer_count counts
+// every consumer of a classic queue, waiting ones included, but only the
+// active one of a quorum queue (rabbit_fifo's query_stat counts its
+// consumers map; the waiting consumers are kept apart). Observed on
+// RabbitMQ 3.10.8 with 2, then 3 consumers, then the active one, a
+// waiting one and the last one cancelled: classic 2 3 2 1 0, quorum
+// 1 1 1 1 0. (The management API's consumers counts the waiting ones of
+// both.)
+func init() {
+	for _, qt := range []struct {
+		typ  string
+		want [5]int // 2 consumers, 3, active cancelled, a waiting one cancelled, none
+	}{
+		{"classic", [5]int{2, 3, 2, 1, 0}},
+		{"quorum", [5]int{1, 1, 1, 1, 0}},
+	} {
+		register(Case{
+			Name: "consumer/single-active-consumer-declare-count-" + qt.typ,
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clUniq("sac-count-" + qt.typ)
+				clCleanupQueue(t, tg, q)
+				args := amqp.Table{"x-single-active-consumer": true}
+				if qt.typ == "quorum" {
+					args["x-queue-type"] = "quorum"
+				}
+				if _, err := ch.QueueDeclare(q, qt.typ == "quorum", false, false, false, args); err != nil {
+					t.Fatalf("queue.declare %s: %v", q, err)
+				}
+				count := func(step int, what string) {
+					t.Helper()
+					st, err := ch.QueueDeclarePassive(q, qt.typ == "quorum", false, false, false, nil)
+					if err != nil {
+						t.Fatalf("passive queue.declare %s: %v", q, err)
+					}
+					if st.Consumers != qt.want[step] {
+						t.Fatalf("%s: consumer_count %d, want %d", what, st.Consumers, qt.want[step])
+					}
+				}
+				var chans [3]*amqp.Channel
+				var ds [3]<-chan amqp.Delivery
+				tags := [3]string{clUniq("c0"), clUniq("c1"), clUniq("c2")}
+				for i := range chans {
+					chans[i] = clOpenChan(t, conn)
+					d, err := chans[i].Consume(q, tags[i], true, false, false, false, nil)
+					if err != nil {
+						t.Fatalf("basic.consume %d: %v", i, err)
+					}
+					ds[i] = d
+					if i > 0 {
+						count(i-1, fmt.Sprintf("%d consumers", i+1))
+					}
+				}
+				pub := clConfirmChan(t, conn)
+				clPublishConfirmed(t, pub, "", q, clBody("1"))
+				if d := clRecvDelivery(t, ds[0]); string(d.Body) != "1" {
+					t.Fatalf("first consumer got %q, want 1", d.Body)
+				}
+				if err := chans[0].Cancel(tags[0], false); err != nil {
+					t.Fatalf("basic.cancel: %v", err)
+				}
+				count(2, "the active consumer cancelled")
+				clPublishConfirmed(t, pub, "", q, clBody("2"))
+				if d := clRecvDelivery(t, ds[1]); string(d.Body) != "2" {
+					t.Fatalf("second consumer got %q, want 2", d.Body)
+				}
+				if err := chans[2].Cancel(tags[2], false); err != nil {
+					t.Fatalf("basic.cancel: %v", err)
+				}
+				count(3, "a waiting consumer cancelled")
+				if err := chans[1].Cancel(tags[1], false); err != nil {
+					t.Fatalf("basic.cancel: %v", err)
+				}
+				count(4, "every consumer cancelled")
+			},
+		})
+	}
+}

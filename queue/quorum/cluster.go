@@ -102,11 +102,31 @@ func (q *Queue) LeaderNode() string {
 // on the leader (rabbit_fifo's query_stat). A follower's lag behind the
 // leader (what it has not applied yet), so a node that does not lead
 // asks the leader (LeaderCounts there).
+//
+// query_stat counts rabbit_fifo's consumers map, which with single
+// active consumer holds the active consumer only: the waiting ones are
+// not counted (RabbitMQ 3.10 answers 1 for such a queue with 3
+// consumers, where a classic queue answers 3). A consumer of this node
+// that is gone here but whose detach is not applied yet (basic.cancel-ok
+// does not wait for it) is not counted either.
 func (q *Queue) Counts() (ready, consumers int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.m.readyN, len(q.m.consumers)
+	for _, c := range q.m.consumers {
+		if c.node == q.typ.cfg.NodeID && q.consumers[c.key] == nil {
+			continue
+		}
+		consumers++
+		if q.m.cfg.SAC {
+			break
+		}
+	}
+	return q.m.readyN, consumers
 }
+
+// DeclareCounts implements queue.DeclareCounter: the counts of a queue
+// that is not replicated are Counts (this replica is its leader).
+func (q *Queue) DeclareCounts() (messages, consumers int) { return q.Counts() }
 
 // LeaderCounts is Counts of this node's replica of group if it leads
 // the group; raft.ErrNotLeader and the leader it knows ("" none) if it
