@@ -8,8 +8,26 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/cluster/clustertest"
 )
+
+// linkPair starts two nodes and a transport of group on each.
+func linkPair(t *testing.T, group string) (a, b *cluster.Node, ta, tb *cluster.GroupTransport) {
+	t.Helper()
+	c := clustertest.New(t, 2)
+	c.Start(0)
+	c.Start(1)
+	a, b = c.Node(0), c.Node(1)
+	var err error
+	if ta, err = a.Transport(group); err != nil {
+		t.Fatal(err)
+	}
+	if tb, err = b.Transport(group); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, ta, tb
+}
 
 // TestRaftLinkLanes: over the one connection between two nodes, a
 // heartbeat is answered while an AppendEntries of the same group waits
@@ -17,18 +35,7 @@ import (
 // on; a group the peer does not have is an error, not a hang; the
 // waiting AppendEntries is answered once its raft answers.
 func TestRaftLinkLanes(t *testing.T) {
-	c := clustertest.New(t, 2)
-	c.Start(0)
-	c.Start(1)
-	a, b := c.Node(0), c.Node(1)
-	ta, err := a.Transport("lane-g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := b.Transport("lane-g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, ta, tb := linkPair(t, "lane-g")
 	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
 		rpc.Respond(&raft.AppendEntriesResponse{Term: rpc.Command.(*raft.AppendEntriesRequest).Term, Success: true}, nil)
 	})
@@ -94,7 +101,7 @@ func TestRaftLinkLanes(t *testing.T) {
 	// b's transport closed: a's requests fail, they do not hang (an
 	// AppendEntries would wait for the follower, see GroupTransport).
 	tb.Close()
-	err = ta.RequestVote("n2", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 3}, &vresp)
+	err := ta.RequestVote("n2", to, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 3}, &vresp)
 	if err == nil || errors.Is(err, raft.ErrTransportShutdown) {
 		t.Fatalf("a vote to a closed group: %v", err)
 	}
@@ -104,18 +111,7 @@ func TestRaftLinkLanes(t *testing.T) {
 // tells a follower a commit index past the limit (the leader's durable
 // index), with entries or without.
 func TestLimitCommit(t *testing.T) {
-	c := clustertest.New(t, 2)
-	c.Start(0)
-	c.Start(1)
-	a, b := c.Node(0), c.Node(1)
-	ta, err := a.Transport("limit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := b.Transport("limit")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, ta, tb := linkPair(t, "limit")
 	var durable atomic.Uint64
 	durable.Store(5)
 	ta.LimitCommit(durable.Load)
