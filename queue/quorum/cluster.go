@@ -107,21 +107,33 @@ func (q *Queue) LeaderNode() string {
 // active consumer holds the active consumer only: the waiting ones are
 // not counted (RabbitMQ 3.10 answers 1 for such a queue with 3
 // consumers, where a classic queue answers 3). A consumer of this node
-// that is gone here but whose detach is not applied yet (basic.cancel-ok
-// does not wait for it) is not counted either.
+// that is gone here but whose cancel is not applied yet (basic.cancel-ok
+// does not wait for it) is not counted either; a cancelled one that
+// still holds messages is, until they are settled (RabbitMQ's too).
 func (q *Queue) Counts() (ready, consumers int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	active := 0
 	for _, c := range q.m.consumers {
-		if c.node == q.typ.cfg.NodeID && q.consumers[c.key] == nil {
+		if c.cancelled {
+			consumers++ // cancelled but holding messages: counted until they are settled, as RabbitMQ's
 			continue
 		}
-		consumers++
-		if q.m.cfg.SAC {
-			break
+		if c.node == q.typ.cfg.NodeID && q.consumers[c.key] == nil {
+			// Cancelled here, the cancel not applied yet: one that acks
+			// will hold what it holds now (a no-ack one's settles are on
+			// their way).
+			if c.out > 0 && q.cancelling[c.key] {
+				consumers++
+			}
+			continue
 		}
+		active++
 	}
-	return q.m.readyN, consumers
+	if q.m.cfg.SAC {
+		active = min(active, 1)
+	}
+	return q.m.readyN, consumers + active
 }
 
 // DeclareCounts implements queue.DeclareCounter: the counts of a queue

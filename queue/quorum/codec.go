@@ -49,6 +49,12 @@ const (
 	// 3.10's quorum queues do (opReturn, a closed channel's, keeps their
 	// place ahead).
 	opReturnLast = 17
+	// opCancel: consumer key: basic.cancel. The consumer takes nothing
+	// more but keeps what it has checked out until that is settled (an
+	// ack after the cancel counts), as RabbitMQ 3.10's quorum queues do;
+	// it goes once it holds nothing. (opDetach, a consumer that is gone,
+	// gives back what it held.)
+	opCancel = 18
 )
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

@@ -101,10 +101,13 @@ type consumer struct {
 	out       int
 	blocked   bool
 	served    uint64
+	// cancelled: basic.cancel came (opCancel); it takes nothing more and
+	// goes once it holds nothing (release).
+	cancelled bool
 }
 
 func (c *consumer) canTake() bool {
-	return !c.blocked && (c.prefetch == 0 || c.out < int(c.prefetch))
+	return !c.blocked && !c.cancelled && (c.prefetch == 0 || c.out < int(c.prefetch))
 }
 
 // enqueuer is what the machine remembers of a proposer: the batches of it
@@ -252,13 +255,18 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			res(result{})
 			return
 		}
+		live := 0
 		for _, c := range s.consumers {
+			if c.cancelled {
+				continue // holds what it had; takes nothing
+			}
 			if c.exclusive {
 				res(result{err: queue.ErrExclusiveConsumer})
 				return
 			}
+			live++
 		}
-		if excl && len(s.consumers) > 0 {
+		if excl && live > 0 {
 			res(result{err: queue.ErrHasConsumers})
 			return
 		}
@@ -267,6 +275,16 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 	case opDetach:
 		key := d.u64()
 		s.detach(key, fx)
+		res(result{})
+	case opCancel:
+		key := d.u64()
+		if c := s.consumer(key); c != nil {
+			if c.out == 0 {
+				s.detach(key, fx)
+			} else {
+				c.cancelled = true
+			}
+		}
 		res(result{})
 	case opSettle, opReturn, opReturnLast, opDiscard:
 		ids := d.ids()
@@ -473,11 +491,15 @@ func (s *machine) returnGets(owner uint64, fx *effects) {
 	}
 }
 
-// release takes m out of the checked-out set.
+// release takes m out of the checked-out set; a cancelled consumer that
+// holds nothing more goes.
 func (s *machine) release(m *msg) {
 	delete(s.out, m.id)
 	if c := s.consumer(m.owner); c != nil {
 		c.out--
+		if c.cancelled && c.out <= 0 {
+			s.consumers = slices.DeleteFunc(s.consumers, func(x *consumer) bool { return x == c })
+		}
 	}
 	m.owner = 0
 }
@@ -592,8 +614,16 @@ func (s *machine) headExpiry() int64 {
 // priority consumer that can, the one served longest ago among equals.
 func (s *machine) pick() *consumer {
 	if s.cfg.SAC {
-		if len(s.consumers) > 0 && s.consumers[0].canTake() {
-			return s.consumers[0]
+		// The first attached that is not cancelled is the active one (a
+		// cancelled one keeps what it holds; the next takes over).
+		for _, c := range s.consumers {
+			if c.cancelled {
+				continue
+			}
+			if c.canTake() {
+				return c
+			}
+			return nil
 		}
 		return nil
 	}

@@ -44,6 +44,8 @@ func randomLog(seed uint64, n int) []entry {
 			op := uint8(1 + r.IntN(14))
 			if r.IntN(3) == 0 {
 				op = opEnqueue
+			} else if r.IntN(12) == 0 {
+				op = opCancel
 			}
 			seq := seqs[pid] + 1
 			seqs[pid] = seq
@@ -70,7 +72,7 @@ func randomLog(seed uint64, n int) []entry {
 				e.u32(uint32(r.IntN(4)))
 				e.u32(uint32(r.IntN(3)))
 				e.u8(uint8(r.IntN(8) / 7))
-			case opDetach, opUnblock:
+			case opDetach, opUnblock, opCancel:
 				e.u64(uint64(1 + r.IntN(4)))
 			case opSettle, opReturn, opDiscard:
 				e.ids(randIDs())
@@ -187,6 +189,88 @@ func checkInvariants(t *testing.T, s *machine) {
 		if outs[c.key] != c.out {
 			t.Fatalf("consumer %d: out %d, holds %d", c.key, c.out, outs[c.key])
 		}
+		if c.cancelled && c.out == 0 {
+			t.Fatalf("consumer %d: cancelled and holding nothing, still there", c.key)
+		}
+	}
+}
+
+func attachCmd(seq, key uint64, prefetch uint32) func(e *encoder) {
+	return func(e *encoder) {
+		e.u8(opAttach)
+		e.u64(seq)
+		e.u64(key)
+		e.str("n")
+		e.u32(prefetch)
+		e.u32(0)
+		e.u8(0)
+	}
+}
+
+func keyCmd(op uint8, seq, key uint64) func(e *encoder) {
+	return func(e *encoder) {
+		e.u8(op)
+		e.u64(seq)
+		e.u64(key)
+	}
+}
+
+func idsCmd(op uint8, seq uint64, ids ...uint64) func(e *encoder) {
+	return func(e *encoder) {
+		e.u8(op)
+		e.u64(seq)
+		e.ids(ids)
+	}
+}
+
+// basic.cancel (opCancel), as RabbitMQ 3.10's quorum queues: the
+// consumer takes nothing more, keeps what it holds until it is settled
+// (an ack after the cancel counts), and goes then; with single active
+// consumer the next one takes over for what comes, not for what the
+// cancelled one holds. A consumer that holds nothing goes at once.
+func TestMachineCancelKeepsWhatItHolds(t *testing.T) {
+	for _, sac := range []bool{false, true} {
+		s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: sac}))
+		fx := &effects{}
+		s.apply(1, batchOf(7, attachCmd(1, 11, 10), attachCmd(2, 12, 10), enqueueCmd(3, "m1")), nil, fx)
+		if len(fx.deliver) != 1 {
+			t.Fatalf("sac %v: %d deliveries, want 1", sac, len(fx.deliver))
+		}
+		holder := fx.deliver[0].consumer
+		other := uint64(11 + 12 - holder)
+		held := fx.deliver[0].m.id
+		fx = &effects{}
+		s.apply(2, batchOf(7, keyCmd(opCancel, 4, holder), enqueueCmd(5, "m2")), nil, fx)
+		if len(fx.deliver) != 1 || fx.deliver[0].consumer != other {
+			t.Fatalf("sac %v: after the cancel, deliveries %+v, want m2 to %d", sac, fx.deliver, other)
+		}
+		if s.readyN != 0 || s.out[held] == nil || s.consumer(holder) == nil || !s.consumer(holder).cancelled {
+			t.Fatalf("sac %v: the cancelled consumer does not hold m1 (ready %d)", sac, s.readyN)
+		}
+		checkInvariants(t, s)
+		// Its ack after the cancel settles m1, and it goes.
+		fx = &effects{}
+		s.apply(3, batchOf(7, idsCmd(opSettle, 6, held)), nil, fx)
+		if s.out[held] != nil || s.consumer(holder) != nil || s.readyN != 0 {
+			t.Fatalf("sac %v: after the ack: out %v, consumer %v, ready %d", sac, s.out[held] != nil, s.consumer(holder) != nil, s.readyN)
+		}
+		checkInvariants(t, s)
+		// A consumer that holds nothing goes at once; the snapshot keeps
+		// a cancelled one's mark.
+		s.apply(4, batchOf(7, attachCmd(7, 13, 10), keyCmd(opCancel, 8, 13)), nil, &effects{})
+		if s.consumer(13) != nil {
+			t.Fatalf("sac %v: a cancelled consumer holding nothing stays", sac)
+		}
+	}
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s.apply(1, batchOf(7, attachCmd(1, 11, 10), enqueueCmd(2, "m1"), keyCmd(opCancel, 3, 11)), nil, &effects{})
+	b, _ := s.encode()
+	r, err := decodeMachine(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.consumer(11); c == nil || !c.cancelled || c.out != 1 {
+		t.Fatalf("restored from a snapshot: %+v", c)
 	}
 }
 

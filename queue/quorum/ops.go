@@ -109,11 +109,17 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 		}
 	}
 	if key != 0 {
+		if !q.consumers[key].noAck {
+			if q.cancelling == nil {
+				q.cancelling = map[uint64]bool{}
+			}
+			q.cancelling[key] = true
+		}
 		delete(q.consumers, key)
 	}
 	q.mu.Unlock()
 	if key != 0 {
-		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+		q.propose(opCancel, func(e *encoder) { e.u64(key) }, nil)
 		q.use()
 	}
 	return false

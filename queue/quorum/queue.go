@@ -53,16 +53,20 @@ type Queue struct {
 	limits    queue.Limits
 	consumers map[uint64]*local
 	nextKey   uint64
-	noAckOut  int                        // no-ack deliveries whose settle is not applied yet
-	detaching map[uint64]bool            // consumers of down nodes this leader proposed to detach
-	downKeys  map[string]map[uint64]bool // by down node: its consumers when this leader first saw it down
-	deleted   bool
-	stopped   bool
-	stats     queue.MessageStats
-	expiry    *time.Timer
-	expiryAt  int64
-	lastUse   time.Time
-	idle      *time.Timer
+	noAckOut  int             // no-ack deliveries whose settle is not applied yet
+	detaching map[uint64]bool // consumers of down nodes this leader proposed to detach
+	// cancelling: consumers of this node cancelled (acks expected), whose
+	// cancel the machine has not applied yet: Counts counts them while
+	// they hold messages.
+	cancelling map[uint64]bool
+	downKeys   map[string]map[uint64]bool // by down node: its consumers when this leader first saw it down
+	deleted    bool
+	stopped    bool
+	stats      queue.MessageStats
+	expiry     *time.Timer
+	expiryAt   int64
+	lastUse    time.Time
+	idle       *time.Timer
 
 	nudger cluster.Nudger // a replicated group's followers hear of what is applied at once
 	// early: the leader's entries are stored early (floorLog.StoreLogs);
@@ -626,6 +630,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var unblock []uint64
 	q.mu.Lock()
 	q.m.apply(l.Index, l.Data, q.lookup, &fx)
+	for k := range q.cancelling {
+		if c := q.m.consumer(k); c == nil || c.cancelled {
+			delete(q.cancelling, k) // its cancel is applied
+		}
+	}
 	if !replayed && !q.deleted {
 		for _, d := range fx.deliver {
 			lc := q.consumers[d.consumer]
@@ -852,7 +861,7 @@ func skip(op uint8, d *decoder) {
 		d.u32()
 		d.u32()
 		d.u8()
-	case opDetach, opUnblock:
+	case opDetach, opUnblock, opCancel:
 		d.u64()
 	case opSettle, opReturn, opReturnLast, opDiscard:
 		d.ids()

@@ -52,7 +52,7 @@ func (s *machine) encode() (b []byte, floor uint64) {
 		e.u32(c.prefetch)
 		e.u32(uint32(c.priority))
 		e.u8(b2u(c.exclusive))
-		e.u8(b2u(c.blocked))
+		e.u8(b2u(c.blocked) | b2u(c.cancelled)<<1) // bit 1: cancelled (a version 2 snapshot of before has 0 there)
 		e.u64(c.served)
 	}
 	keys := make([]uint64, 0, len(s.enqueuers))
@@ -141,7 +141,9 @@ func decodeMachine(b []byte) (*machine, error) {
 		if v >= snapshotVersion {
 			k.pid = d.u64()
 		}
-		k.prefetch, k.priority, k.exclusive, k.blocked, k.served = d.u32(), int32(d.u32()), d.u8() == 1, d.u8() == 1, d.u64()
+		k.prefetch, k.priority, k.exclusive = d.u32(), int32(d.u32()), d.u8() == 1
+		flags := d.u8()
+		k.blocked, k.cancelled, k.served = flags&1 != 0, flags&2 != 0, d.u64()
 		s.consumers = append(s.consumers, k)
 	}
 	for range d.u32() {
