@@ -108,8 +108,10 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 			key = k
 		}
 	}
+	op := uint8(opDetach) // a no-ack consumer holds nothing: what comes meanwhile goes back
 	if key != 0 {
 		if !q.consumers[key].noAck {
+			op = opCancel
 			if q.cancelling == nil {
 				q.cancelling = map[uint64]bool{}
 			}
@@ -119,7 +121,7 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	}
 	q.mu.Unlock()
 	if key != 0 {
-		q.propose(opCancel, func(e *encoder) { e.u64(key) }, nil)
+		q.propose(op, func(e *encoder) { e.u64(key) }, nil)
 		q.use()
 	}
 	return false

@@ -132,6 +132,8 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 		addr, q.trans = raft.NewInmemTransport("")
 	}
 	cfg := t.raftConfig()
+	// Before NewRaft: its FSM may apply entries before it returns.
+	q.early = q.earlyStores(p)
 	existing, err := raft.HasExistingState(q.logs, g, snaps)
 	if err != nil {
 		q.closeTransport()
@@ -146,7 +148,6 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	if p != nil {
 		q.nudger.Set(r)
 	}
-	q.early = q.earlyStores(p)
 	if q.early {
 		leads := func() bool { return r.State() == raft.Leader }
 		q.logs.leads.Store(&leads)
@@ -639,6 +640,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		for _, d := range fx.deliver {
 			lc := q.consumers[d.consumer]
 			if lc == nil {
+				if q.cancelling[d.consumer] {
+					// Checked out to a consumer cancelled here before its
+					// cancel was applied: it never reaches the channel,
+					// so it goes back.
+					back = addBack(back, d.consumer, d.e.Seq)
+				}
 				continue // another node's, or detached here: its detach returns it
 			}
 			if late {

@@ -129,7 +129,12 @@ func TestQuorumThreeNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What the holder was given after its acks and before its cancel
+	// stays its own until its channel closes (basic.cancel keeps a
+	// quorum consumer's unacked messages, as RabbitMQ's): the close
+	// gives it back.
 	hold.Cancel("holder", false)
+	hold.Close()
 	rest := consumeN(t, c.channel(n2), "qq", len(confirmed), true)
 	for m := range confirmed {
 		if _, ok := rest[m]; !ok {
