@@ -197,3 +197,75 @@ func init() {
 		})
 	}
 }
+
+// A consumer that cancels while it holds an unacknowledged message can
+// still acknowledge it: the ack settles the message, which is not
+// delivered again. A quorum queue goes on counting the cancelled consumer
+// in declare-ok's consumer_count until what it holds is settled; a classic
+// queue stops counting it at the cancel. Observed on RabbitMQ 3.10.8:
+// classic 1 0 0, quorum 1 1 0.
+func init() {
+	for _, qt := range []struct {
+		typ  string
+		want [3]int // holding, cancelled while holding, settled
+	}{
+		{"classic", [3]int{1, 0, 0}},
+		{"quorum", [3]int{1, 1, 0}},
+	} {
+		register(Case{
+			Name: "consumer/cancel-then-ack-" + qt.typ,
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := clUniq("cancel-ack-" + qt.typ)
+				clCleanupQueue(t, tg, q)
+				var args amqp.Table
+				if qt.typ == "quorum" {
+					args = amqp.Table{"x-queue-type": "quorum"}
+				}
+				if _, err := ch.QueueDeclare(q, qt.typ == "quorum", false, false, false, args); err != nil {
+					t.Fatalf("queue.declare %s: %v", q, err)
+				}
+				stat := func() amqp.Queue {
+					t.Helper()
+					st, err := ch.QueueDeclarePassive(q, qt.typ == "quorum", false, false, false, nil)
+					if err != nil {
+						t.Fatalf("passive queue.declare %s: %v", q, err)
+					}
+					return st
+				}
+				pub := clConfirmChan(t, conn)
+				clPublishConfirmed(t, pub, "", q, clBody("held"))
+				cch := clOpenChan(t, conn)
+				tag := clUniq("holder")
+				ds := clConsume(t, cch, q, tag, false)
+				d := clRecvDelivery(t, ds)
+				if got := stat().Consumers; got != qt.want[0] {
+					t.Fatalf("holding: consumer_count %d, want %d", got, qt.want[0])
+				}
+				if err := cch.Cancel(tag, false); err != nil {
+					t.Fatalf("basic.cancel: %v", err)
+				}
+				if got := stat().Consumers; got != qt.want[1] {
+					t.Fatalf("cancelled while holding: consumer_count %d, want %d", got, qt.want[1])
+				}
+				if err := d.Ack(false); err != nil {
+					t.Fatalf("basic.ack after the cancel: %v", err)
+				}
+				// The ack has no reply; wait for it to be applied.
+				clEventually(t, "the ack to settle the message", func() bool {
+					st := stat()
+					return st.Consumers == qt.want[2] && st.Messages == 0
+				})
+				// Closing the channel must not give the acked message back:
+				// after it, the queue holds only what is published next.
+				if err := cch.Close(); err != nil {
+					t.Fatalf("channel.close: %v", err)
+				}
+				clPublishConfirmed(t, pub, "", q, clBody("next"))
+				if got := clGetAll(t, ch, q); len(got) != 1 || got[0] != "next" {
+					t.Fatalf("after the channel closed the queue held %q, want [next]", got)
+				}
+			},
+		})
+	}
+}
