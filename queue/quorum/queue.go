@@ -1,12 +1,10 @@
 package quorum
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -896,82 +894,6 @@ func skip(op uint8, d *decoder) {
 		d.u64()
 	}
 }
-
-// Snapshot implements raft.FSM: the state is encoded now (on the FSM
-// goroutine), and the log below the lowest entry a message still lives
-// in is kept from compaction.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	q := (*Queue)(f)
-	q.mu.Lock()
-	b, floor := q.m.encode()
-	q.mu.Unlock()
-	if floor == 0 {
-		floor = math.MaxUint64
-	}
-	q.logs.setFloor(floor)
-	return snapshot(b), nil
-}
-
-// Restore implements raft.FSM.
-func (f *fsm) Restore(rc io.ReadCloser) error {
-	q := (*Queue)(f)
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return err
-	}
-	m, err := decodeMachine(b)
-	if err != nil {
-		return err
-	}
-	q.mu.Lock()
-	q.m = m
-	q.mu.Unlock()
-	return nil
-}
-
-// sendingSnapshots is a group's snapshot store. A snapshot raft opens
-// once the group runs is one it sends to another replica
-// (InstallSnapshot), which has none of the log entries the snapshot's
-// messages are in: it is expanded, every message with its body. At the
-// start (raft's own restore) it is read as stored.
-type sendingSnapshots struct {
-	raft.SnapshotStore
-	q       *Queue
-	started atomic.Bool
-}
-
-// Open implements raft.SnapshotStore.
-func (s *sendingSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
-	meta, rc, err := s.SnapshotStore.Open(id)
-	if err != nil || !s.started.Load() {
-		return meta, rc, err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	x, err := expand(b, s.q.readBody)
-	if err != nil {
-		return nil, nil, fmt.Errorf("quorum: group %d: snapshot %s for a replica: %w", s.q.gid, id, err)
-	}
-	m := *meta
-	m.Size = int64(len(x))
-	return &m, io.NopCloser(bytes.NewReader(x)), nil
-}
-
-type snapshot []byte
-
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (s snapshot) Release() {}
 
 // floorLog keeps the entries live messages are in: raft's compaction
 // after a snapshot deletes only below the snapshot's floor.
