@@ -833,7 +833,13 @@ func (q *Queue) readBody(idx uint64, pos uint32) (*queue.Message, error) {
 	if err := q.logs.GetLog(idx, &l); err != nil {
 		return nil, fmt.Errorf("group %d entry %d: %w", q.gid, idx, err)
 	}
-	d := &decoder{b: l.Data}
+	return messageAt(q.gid, idx, l.Data, pos)
+}
+
+// messageAt decodes the message of the command at pos of entry idx's
+// data (group gid's, for the error).
+func messageAt(gid, idx uint64, data []byte, pos uint32) (*queue.Message, error) {
+	d := &decoder{b: data}
 	d.u8()
 	d.i64()
 	d.u64()
@@ -854,7 +860,7 @@ func (q *Queue) readBody(idx uint64, pos uint32) (*queue.Message, error) {
 			return queue.NewStored(ex, rk, buf[:len(props):len(props)], buf[len(props):], 0), nil
 		}
 	}
-	return nil, fmt.Errorf("group %d entry %d has no message at %d", q.gid, idx, pos)
+	return nil, fmt.Errorf("group %d entry %d has no message at %d", gid, idx, pos)
 }
 
 // skip passes over a command's fields.
