@@ -20,7 +20,9 @@ import (
 // Message bodies stay in the Raft log: a message is its place there
 // (index, position in the batch) and a few counters. body is a cache of
 // the body (the publisher's message on the leader), kept within a budget
-// and never part of the state: snapshots carry none.
+// and never part of the state: snapshots carry none. A message that came
+// inline with a snapshot this replica restored has its body in a body
+// file instead of the log (msg.ref).
 type machine struct {
 	cfg       config
 	returns   deque // returned messages, served first (as rabbit_fifo's returns)
@@ -72,9 +74,10 @@ type msg struct {
 	count   uint32 // returns: x-delivery-count
 	owner   uint64 // the consumer key it is checked out to; 0 ready, getOwner for basic.get
 	body    *queue.Message
-	// own: body is the only copy, not in this replica's log (a message
-	// that came with an installed snapshot); it is never evicted.
-	own bool
+	// ref: the body is in a body file of this replica, not in its log (a
+	// message that came inline with a snapshot it restored; bodies.go).
+	// Where a body is kept is not state: replicas differ.
+	ref *bodyRef
 }
 
 // getOwner owns what basic.get checked out before gets named their node
@@ -528,18 +531,23 @@ func (s *machine) giveBackLast(m *msg, fx *effects) { s.requeue(m, fx, &s.ready)
 
 // forget drops a message that left the queue.
 func (s *machine) forget(m *msg) {
-	if m.body != nil && !m.own {
+	if m.body != nil {
 		s.cachedN--
 		s.cachedB -= int64(m.size)
 	}
 }
 
 func (s *machine) cache(m *msg, body *queue.Message) {
-	if s.cachedN < s.budgetN && s.cachedB+int64(m.size) <= s.budgetB {
+	if s.roomFor(m.size) {
 		m.body = body
 		s.cachedN++
 		s.cachedB += int64(m.size)
 	}
+}
+
+// roomFor reports whether the body cache has room for size more bytes.
+func (s *machine) roomFor(size uint32) bool {
+	return s.cachedN < s.budgetN && s.cachedB+int64(size) <= s.budgetB
 }
 
 // pop takes the next ready message: returns first.

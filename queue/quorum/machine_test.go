@@ -131,18 +131,18 @@ func TestMachineDeterministic(t *testing.T) {
 		log := randomLog(seed, 300)
 		a, ta := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
 		b, tb := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
-		sa, _ := a.encode()
-		sb, _ := b.encode()
+		sa, _, _ := a.encode()
+		sb, _, _ := b.encode()
 		if ta != tb || !bytes.Equal(sa, sb) {
 			t.Fatalf("seed %d: two runs of one log differ", seed)
 		}
 		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log[:150])
-		snap, _ := half.encode()
+		snap, _, _ := half.encode()
 		restored, err := decodeMachine(snap)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		if again, _ := restored.encode(); !bytes.Equal(again, snap) {
+		if again, _, _ := restored.encode(); !bytes.Equal(again, snap) {
 			t.Fatalf("seed %d: a restored snapshot encodes differently", seed)
 		}
 		_, tHalf := run(half, log[150:])
@@ -150,8 +150,8 @@ func TestMachineDeterministic(t *testing.T) {
 		if tHalf != tRest {
 			t.Fatalf("seed %d: effects after a restore differ:\n%s\nvs\n%s", seed, tHalf, tRest)
 		}
-		sr, _ := restored.encode()
-		sh, _ := half.encode()
+		sr, _, _ := restored.encode()
+		sh, _, _ := half.encode()
 		if !bytes.Equal(sr, sh) || !bytes.Equal(sh, sa) {
 			t.Fatalf("seed %d: state after a restore differs", seed)
 		}
@@ -264,7 +264,7 @@ func TestMachineCancelKeepsWhatItHolds(t *testing.T) {
 	}
 	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
 	s.apply(1, batchOf(7, attachCmd(1, 11, 10), enqueueCmd(2, "m1"), keyCmd(opCancel, 3, 11)), nil, &effects{})
-	b, _ := s.encode()
+	b, _, _ := s.encode()
 	r, err := decodeMachine(b)
 	if err != nil {
 		t.Fatal(err)
@@ -442,92 +442,5 @@ func TestMachineResetKeepsCurrentProposer(t *testing.T) {
 	}), nil, &effects{})
 	if len(s.consumers) != 1 || s.consumers[0].key != 201 {
 		t.Fatalf("consumers after the reset: %+v, want only 201", s.consumers)
-	}
-}
-
-// A version 1 snapshot (before proposers' batches and inline bodies) is
-// read; an expanded snapshot carries every body inline and restores with
-// them, its messages owned (never evicted), and expands again unchanged.
-func TestSnapshotVersionsAndExpand(t *testing.T) {
-	var log []entry
-	for i := range uint64(5) {
-		log = append(log, entry{uint64(len(log) + 1), batchOf(1000, enqueueCmd(2*i+1, "x"), enqueueCmd(2*i+2, "y"))})
-	}
-	log = append(log, entry{6, batchOf(1000, func(e *encoder) { e.u8(opGet); e.u64(20); e.u8(0) })})
-	s, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
-	snap, _ := s.encode()
-	bodies := map[[2]uint64]string{}
-	read := func(idx uint64, pos uint32) (*queue.Message, error) {
-		body := fmt.Sprintf("body %d/%d", idx, pos)
-		bodies[[2]uint64{idx, uint64(pos)}] = body
-		return queue.NewStored("ex", "rk", []byte{0, 0}, []byte(body), 0), nil
-	}
-	x, err := expand(snap, read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := decodeMachine(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	check := func(q *msg) {
-		n++
-		if !q.own || q.body == nil || string(q.body.Body) != bodies[[2]uint64{q.idx, uint64(q.pos)}] {
-			t.Fatalf("message %d: own %v body %v", q.id, q.own, q.body)
-		}
-	}
-	m.returns.each(check)
-	m.ready.each(check)
-	for _, q := range m.out {
-		check(q)
-	}
-	if n != s.readyN+len(s.out) || n == 0 {
-		t.Fatalf("%d messages expanded, want %d", n, s.readyN+len(s.out))
-	}
-	if again, err := expand(x, nil); err != nil || !bytes.Equal(again, x) {
-		t.Fatalf("expanding an expanded snapshot: %v, equal %v", err, bytes.Equal(again, x))
-	}
-	if re, floor := m.encode(); !bytes.Equal(re, x) || floor != 0 {
-		t.Fatalf("an expanded machine encodes differently (floor %d)", floor)
-	}
-
-	// Version 1: no consumer proposer, no batches, no message flags.
-	v1 := &encoder{}
-	v1.u8(snapshotV1)
-	for range 3 {
-		v1.i64(-1)
-	}
-	v1.u8(0)
-	v1.i64(-1)
-	v1.u8(0)
-	v1.u64(5) // next id
-	v1.u64(0)
-	v1.i64(0)
-	v1.u32(1) // a consumer
-	v1.u64(42)
-	v1.str("n1")
-	v1.u32(10)
-	v1.u32(0)
-	v1.u8(0)
-	v1.u8(0)
-	v1.u64(0)
-	v1.u32(1) // an enqueuer
-	v1.u64(7)
-	v1.u64(3)
-	v1.u64(9)
-	v1.u32(0) // returns
-	v1.u32(1) // ready
-	v1.u64(5)
-	v1.u64(9)
-	v1.u32(0)
-	v1.u32(3)
-	v1.i64(0)
-	v1.u32(0)
-	v1.u64(0)
-	v1.u32(0) // out
-	old, err := decodeMachine(v1.b)
-	if err != nil || old.readyN != 1 || len(old.consumers) != 1 || old.consumers[0].key != 42 || old.enqueuers[7].seq != 3 {
-		t.Fatalf("v1 snapshot: %v %+v", err, old)
 	}
 }

@@ -371,6 +371,7 @@ func (q *Queue) shutdown() {
 		q.r.Shutdown().Error()
 		q.closeTransport()
 	}
+	q.bodies.close()
 	q.pmu.Lock()
 	ws := q.waiters
 	q.waiters = map[uint64]*waiter{}

@@ -42,6 +42,7 @@ type Queue struct {
 	group  *raftstore.Group
 	logs   *floorLog
 	snaps  raft.SnapshotStore
+	bodies *bodyFiles // bodies that came with snapshots it restored (snapshot.go, bodies.go)
 	trans  raft.Transport
 	place  *Placement // the replica set in a cluster; nil: a one-voter group
 	replay uint64     // entries up to this index were applied before this start: their effects are not redone
@@ -117,7 +118,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	q := &Queue{typ: t, decl: d, hooks: h, gid: gid, pid: newPID(), group: g, logs: &floorLog{Group: g}, place: p,
 		m: newMachine(configFor(l)), limits: l, consumers: map[uint64]*local{}, waiters: map[uint64]*waiter{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), inflight: make(chan struct{}, maxInflight), lastUse: t.cfg.Now()}
-	snaps := &sendingSnapshots{SnapshotStore: inner, q: q}
+	snaps := newSnapshots(q, inner, st.SnapshotDir(gid))
 	q.snaps = snaps
 	q.replay, _ = g.LastIndex()
 	var addr raft.ServerAddress
@@ -140,6 +141,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	r, err := raft.NewRaft(cfg, (*fsm)(q), q.logs, g, snaps, q.trans)
 	if err != nil {
 		q.closeTransport()
+		q.bodies.close()
 		return nil, fmt.Errorf("quorum: start group %d: %w", gid, err)
 	}
 	q.r = r
@@ -150,8 +152,9 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 		leads := func() bool { return r.State() == raft.Leader }
 		q.logs.leads.Store(&leads)
 	}
-	// From now on a snapshot opened is one raft sends to a replica.
-	snaps.started.Store(true)
+	// raft's restore is done: from now on a snapshot opened is one raft
+	// sends to a replica (and body files nothing refers to go).
+	snaps.start()
 	if !existing {
 		// A new group (or one stored as a queue whose group never
 		// started, a crash in between): this node is its one voter, or
@@ -813,13 +816,14 @@ func (q *Queue) bodyOf(m *msg) *queue.Message {
 	return q.body(m)
 }
 
-// body reads m's message back from its log entry. A message whose entry
-// cannot be read is delivered empty, with the error logged.
+// body reads m's message back from its log entry (or its body file). A
+// message whose body cannot be read is delivered empty, with the error
+// logged.
 func (q *Queue) body(m *msg) *queue.Message {
 	if m.body != nil {
 		return m.body
 	}
-	b, err := q.readBody(m.idx, m.pos)
+	b, err := q.stored(m)
 	if err != nil {
 		q.typ.logErr(err, "cannot read a quorum queue message")
 		return &queue.Message{}
