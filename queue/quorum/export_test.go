@@ -1,0 +1,39 @@
+package quorum
+
+// BodyCounts reports where q's replica keeps its messages' bodies: how
+// many messages its machine has, how many of them have their body in a
+// body file, how many have a body in memory, and the body cache's use
+// (bodies, bytes) and budget.
+func BodyCounts(q *Queue) (msgs, inFile, inMemory, cachedN int, cachedB int64, budgetN int, budgetB int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	each(q.m, func(m *msg) {
+		msgs++
+		if m.ref != nil {
+			inFile++
+		}
+		if m.body != nil {
+			inMemory++
+		}
+	})
+	return msgs, inFile, inMemory, q.m.cachedN, q.m.cachedB, q.m.budgetN, q.m.budgetB
+}
+
+// Bodies reads every message's body as a delivery does (cached, else from
+// the body file or the log), in queue order.
+func Bodies(q *Queue) ([]string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	var err error
+	each(q.m, func(m *msg) {
+		b := m.body
+		if b == nil && err == nil {
+			b, err = q.stored(m)
+		}
+		if b != nil {
+			out = append(out, string(b.Body))
+		}
+	})
+	return out, err
+}
