@@ -639,3 +639,54 @@ func TestSnapshotSentSpooled(t *testing.T) {
 		t.Fatalf("a self-contained snapshot sent is a %T", rc)
 	}
 }
+
+// Where a replica keeps a body (log, cache, body file) changes nothing it
+// applies: a machine restored from an expanded snapshot, its bodies in a
+// body file and a few cached, applies the rest of a log with the same
+// effects as the machine that applied it all, and ends in the same state
+// (their snapshots, expanded, are the same bytes).
+func TestSnapshotRestoredAppliesAlike(t *testing.T) {
+	for seed := range uint64(20) {
+		log := randomLog(seed, 300)
+		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log[:150])
+		snap, _, _ := half.encode()
+		var x bytes.Buffer
+		if err := expand(&x, bytes.NewReader(snap), bodySource{message: fakeLog}, seed+1); err != nil {
+			t.Fatal(err)
+		}
+		bf, _ := testBodies(t)
+		restored, err := restoreBudget(bf, x.Bytes(), 3)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		_, tHalf := run(half, log[150:])
+		_, tRest := run(restored, log[150:])
+		if tHalf != tRest {
+			t.Fatalf("seed %d: effects after a restore differ:\n%s\nvs\n%s", seed, tHalf, tRest)
+		}
+		sh, _, _ := half.encode()
+		sr, _, _ := restored.encode()
+		var eh, er bytes.Buffer
+		if err := expand(&eh, bytes.NewReader(sh), bodySource{message: fakeLog}, 9); err != nil {
+			t.Fatal(err)
+		}
+		if err := expand(&er, bytes.NewReader(sr), bodySource{message: fakeLog, file: bf.open}, 9); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(eh.Bytes(), er.Bytes()) {
+			t.Fatalf("seed %d: the state after a restore differs", seed)
+		}
+		checkInvariants(t, restored)
+		// The cache's count is its bodies' (restored ones included).
+		inMemory, bytesIn := 0, int64(0)
+		each(restored, func(m *msg) {
+			if m.body != nil {
+				inMemory++
+				bytesIn += int64(m.size)
+			}
+		})
+		if inMemory != restored.cachedN || bytesIn != restored.cachedB {
+			t.Fatalf("seed %d: %d bodies (%d bytes) in memory, the cache counts %d (%d)", seed, inMemory, bytesIn, restored.cachedN, restored.cachedB)
+		}
+	}
+}
