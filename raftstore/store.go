@@ -79,6 +79,9 @@ type Stats struct {
 	SyncTime time.Duration
 	Segments int // log segments on disk now
 	Copied   uint64
+	// ZeroFilled counts the spare segments made by zero-filling (the
+	// others are reclaimed segments, recycled).
+	ZeroFilled uint64
 }
 
 // AppendsPerSync is Appends / Syncs.
@@ -104,8 +107,9 @@ type Store struct {
 	bgDone  sync.WaitGroup
 	closed  atomic.Bool
 	failed  atomic.Pointer[error] // a write or sync of the log failed: no more writes
-	// spareReady: wal/spare is there, of SegmentBytes (set by the spare
-	// maker and reclaim, cleared by roll).
+	// spareReady: a spare segment of SegmentBytes is there (set by the
+	// spare maker and reclaim; roll, which takes one, sets it to whether
+	// another is left).
 	spareReady atomic.Bool
 
 	mu     sync.Mutex // groups
@@ -120,8 +124,8 @@ type Store struct {
 
 	stableMu sync.Mutex // Set's write and sync
 
-	syncs, appends, entries, bytes, syncNanos, copied atomic.Uint64
-	nsegs                                             atomic.Int64
+	syncs, appends, entries, bytes, syncNanos, copied, zeroFilled atomic.Uint64
+	nsegs                                                         atomic.Int64
 }
 
 // request is one write for the committer.
@@ -383,14 +387,13 @@ func (s *Store) roll(need int64) error {
 	if need+sealSize > size {
 		size = need + sealSize
 	} else if !s.opts.NoSync {
-		spare := filepath.Join(s.walDir, spareName)
-		if fi, err := os.Stat(spare); err == nil && fi.Size() == size {
+		if spare := s.spareFile(size); spare != "" {
 			if err := os.Rename(spare, path); err != nil {
 				return err
 			}
 			prealloc = true
 		}
-		s.spareReady.Store(false)
+		s.spareReady.Store(s.spareFile(size) != "")
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -421,7 +424,14 @@ func (s *Store) spares() {
 			return
 		case <-s.spareCh:
 		}
-		err := makeSpare(s.walDir, s.opts.SegmentBytes, s.stop)
+		if s.spareFile(s.opts.SegmentBytes) != "" {
+			s.spareReady.Store(true) // reclaim recycled one meanwhile
+			continue
+		}
+		made, err := makeSpare(s.walDir, s.opts.SegmentBytes, s.stop)
+		if made {
+			s.zeroFilled.Add(1)
+		}
 		if err == nil {
 			s.spareReady.Store(true)
 		} else if s.opts.Logger != nil && !s.closed.Load() {
@@ -430,13 +440,38 @@ func (s *Store) spares() {
 	}
 }
 
+// spareFile returns the path of a spare segment of size bytes, "" when
+// there is none.
+func (s *Store) spareFile(size int64) string {
+	for i := range maxSpares {
+		path := filepath.Join(s.walDir, spareSlot(i))
+		if fi, err := os.Stat(path); err == nil && fi.Size() == size {
+			return path
+		}
+	}
+	return ""
+}
+
+// freeSpareSlot returns the path of a spare slot that holds no file, ""
+// when every one does.
+func (s *Store) freeSpareSlot() string {
+	for i := range maxSpares {
+		path := filepath.Join(s.walDir, spareSlot(i))
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return path
+		}
+	}
+	return ""
+}
+
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), Appends: s.appends.Load(), Entries: s.entries.Load(), Bytes: s.bytes.Load(),
-		SyncTime: time.Duration(s.syncNanos.Load()), Segments: int(s.nsegs.Load()), Copied: s.copied.Load()}
+		SyncTime: time.Duration(s.syncNanos.Load()), Segments: int(s.nsegs.Load()), Copied: s.copied.Load(),
+		ZeroFilled: s.zeroFilled.Load()}
 }
 
 // Close stops the committer (after what waits is written) and closes the
@@ -805,8 +840,8 @@ func (s *Store) growing() bool {
 // growingBytes: a growing segment with this much written asks for a spare.
 const growingBytes = 1 << 20
 
-// reclaim removes the oldest segments no group has a live entry in (the
-// spare keeps one of them for reuse), and moves the live entries out of
+// reclaim removes the oldest segments no group has a live entry in (up
+// to maxSpares of them are kept as spares for reuse), and moves the live entries out of
 // the oldest when it is mostly dead.
 func (s *Store) reclaim() {
 	removed := false
@@ -827,10 +862,11 @@ func (s *Store) reclaim() {
 		s.nsegs.Store(int64(len(s.order)))
 		old.f.Close()
 		path := filepath.Join(s.walDir, segName(old.seq))
-		spare := filepath.Join(s.walDir, spareName)
 		recycled := false
-		if !s.opts.NoSync && old.size == s.opts.SegmentBytes {
-			if _, err := os.Stat(spare); os.IsNotExist(err) {
+		// Only a segment made from a spare is of full size on disk (a
+		// growing one is as long as what was written to it).
+		if !s.opts.NoSync && old.prealloc && old.size == s.opts.SegmentBytes {
+			if spare := s.freeSpareSlot(); spare != "" {
 				recycled = os.Rename(path, spare) == nil
 				if recycled {
 					s.spareReady.Store(true)

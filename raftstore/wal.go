@@ -157,6 +157,22 @@ func segName(seq uint64) string { return fmt.Sprintf("%016x.wal", seq) }
 
 const spareName = "spare"
 
+// maxSpares is how many spare segments the log keeps: reclaimed segments
+// are recycled into them, up to this many, so that the segments one
+// compaction frees (raft compacts a group's log only at its snapshots,
+// several segments at once under load) serve the next ones instead of
+// being zero-filled again; what a zero-fill costs is the 64 MiB its
+// sync pushes to the disk at once, which every other sync waits behind.
+const maxSpares = 4
+
+// spareSlot is the name of spare slot i: the spare maker's is spareName.
+func spareSlot(i int) string {
+	if i == 0 {
+		return spareName
+	}
+	return fmt.Sprintf("%s.%d", spareName, i)
+}
+
 // listSegments returns the seqs of dir's segments, rising.
 func listSegments(dir string) ([]uint64, error) {
 	ents, err := os.ReadDir(dir)
@@ -222,19 +238,19 @@ func scanSegment(seg *segment, fn func(off int64, n int, body []byte) error) (se
 }
 
 // makeSpare creates dir/spare of size bytes, zero-filled and synced,
-// unless one is there.
-func makeSpare(dir string, size int64, stop <-chan struct{}) error {
+// unless one is there; made says whether it wrote one.
+func makeSpare(dir string, size int64, stop <-chan struct{}) (made bool, err error) {
 	final := filepath.Join(dir, spareName)
 	if fi, err := os.Stat(final); err == nil {
 		if fi.Size() == size {
-			return nil
+			return false, nil
 		}
 		os.Remove(final) // made for another segment size
 	}
 	tmp := final + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return false, err
 	}
 	zero := make([]byte, 1<<20)
 	for off := int64(0); off < size; off += int64(len(zero)) {
@@ -242,7 +258,7 @@ func makeSpare(dir string, size int64, stop <-chan struct{}) error {
 		case <-stop:
 			f.Close()
 			os.Remove(tmp)
-			return errors.New("stopped")
+			return false, errors.New("stopped")
 		default:
 		}
 		w := zero
@@ -252,19 +268,19 @@ func makeSpare(dir string, size int64, stop <-chan struct{}) error {
 		if _, err := f.WriteAt(w, off); err != nil {
 			f.Close()
 			os.Remove(tmp)
-			return err
+			return false, err
 		}
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return err
+		return false, err
 	}
 	f.Close()
 	if err := os.Rename(tmp, final); err != nil {
-		return err
+		return false, err
 	}
-	return syncDir(dir)
+	return true, syncDir(dir)
 }
 
 // writev writes bufs at off of f, all of them.

@@ -359,3 +359,78 @@ func checkRangeData(t *testing.T, g *Group, from, to uint64, data string) {
 		}
 	}
 }
+
+// Segments that one compaction frees are kept as spares, up to
+// maxSpares, and the segments written next are made from them: no
+// zero-fill while recycled spares are left.
+func TestSparesRecycled(t *testing.T) {
+	dir := t.TempDir()
+	const size = 2 << 20
+	s, err := Open(dir, Options{SegmentBytes: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := group(t, s, 1)
+	data := strings.Repeat("r", 64<<10)
+	next := uint64(1)
+	store := func() {
+		t.Helper()
+		if err := g.StoreLog(&raft.Log{Index: next, Term: 1, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	// Past the half of the current segment, which asks for a spare.
+	for s.Stats().Segments < 2*maxSpares || s.cur.end <= size/2 {
+		store()
+	}
+	spares := func() int {
+		n := 0
+		for i := range maxSpares {
+			if fi, err := os.Stat(filepath.Join(dir, "wal", spareSlot(i))); err == nil && fi.Size() == size {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (%d spares)", what, spares())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The spare the traffic asked for is made, so that the spare maker
+	// is idle from here on.
+	waitFor("the spare asked for", func() bool { return spares() > 0 })
+	// Everything but the last entry goes: all segments but the last
+	// ones are free at once.
+	if err := g.DeleteRange(1, next-2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the freed segments to be kept as spares", func() bool { return spares() == maxSpares })
+	if n := s.Stats().Segments; n > 3 { // the current one, and the last entry's
+		t.Fatalf("%d segments left after the compaction", n)
+	}
+	filled := s.Stats().ZeroFilled
+	// Three segments more (the first may start on a growing file, which
+	// a spare replaces once it has 1 MiB): each from a recycled spare.
+	start := s.cur.seq
+	for s.cur.seq < start+uint64(maxSpares-1) {
+		store()
+		if s.cur.seq > start && !s.cur.prealloc {
+			t.Fatalf("segment %d is not made from a spare", s.cur.seq)
+		}
+	}
+	if got := s.Stats().ZeroFilled; got != filled {
+		t.Fatalf("%d spares zero-filled with recycled ones left", got-filled)
+	}
+	if n := spares(); n != 1 {
+		t.Fatalf("%d spares left, want 1", n)
+	}
+	checkRangeData(t, g, next-1, next-1, data)
+}
