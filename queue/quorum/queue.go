@@ -67,7 +67,8 @@ type Queue struct {
 	lastUse    time.Time
 	idle       *time.Timer
 
-	nudger cluster.Nudger // a replicated group's followers hear of what is applied at once
+	nudger  cluster.Nudger // a replicated group's followers hear of what is applied at once
+	compact compactor      // snapshots sooner while the queue is near empty (compact.go)
 	// early: the leader's entries are stored early (floorLog.StoreLogs);
 	// see earlyStores.
 	early bool
@@ -145,6 +146,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 		return nil, fmt.Errorf("quorum: start group %d: %w", gid, err)
 	}
 	q.r = r
+	q.compact.set(r)
 	if p != nil {
 		q.nudger.Set(r)
 	}
@@ -706,10 +708,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 			}
 		}
 	}
+	held := q.m.readyN + len(q.m.out)
 	q.mu.Unlock()
 	if !replayed {
 		q.nudger.Applied(l.Index)
 	}
+	q.compact.applied(len(l.Data), held)
 
 	for _, k := range live {
 		go q.reattach(k)

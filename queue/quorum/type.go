@@ -64,6 +64,11 @@ type Config struct {
 	// SnapshotThreshold is how many log entries a group takes between
 	// snapshots (default 8192).
 	SnapshotThreshold uint64
+	// SnapshotInterval is raft's: how often a group checks whether it
+	// has SnapshotThreshold entries past its last snapshot (at random
+	// between this and twice this; default 30s). A queue that holds few
+	// messages snapshots sooner on its own (compact.go).
+	SnapshotInterval time.Duration
 	// CommitTimeout is raft's: how often a leader with nothing new to
 	// send tells each follower its commit index (default 500 ms). A
 	// follower learns it at once after an entry anyway (Queue.armNudge).
@@ -127,6 +132,9 @@ func NewType(cfg Config) *Type {
 	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 8192
+	}
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = 30 * time.Second
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 500 * time.Millisecond
@@ -335,7 +343,7 @@ func (t *Type) raftConfig() *raft.Config {
 	// allocates for the entries of every AppendEntries it sends.
 	c.MaxAppendEntries = 64
 	c.SnapshotThreshold = t.cfg.SnapshotThreshold
-	c.SnapshotInterval = 30 * time.Second
+	c.SnapshotInterval = t.cfg.SnapshotInterval
 	c.TrailingLogs = 256
 	// A replica removed from its group (delete_member) keeps running
 	// until its node applies the removal and drops it: meanwhile what it
