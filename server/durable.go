@@ -22,9 +22,15 @@ import (
 // last stop was not clean (kill -9, a crash, a power cut), and the
 // classic queues recovered mark every message they hold redelivered, as
 // RabbitMQ 3.10's do after an unclean shutdown (classic.Config.Unclean).
-// A store written before this marker existed starts as after a clean
-// stop.
 const runningBlob = "node\x00running"
+
+// marksBlob says the store's stops are marked (runningBlob is kept). A
+// store without it that holds queues was written by a build of before,
+// which may or may not have marked its running: how it stopped is not
+// known, and it starts as after an unclean stop (a message marked
+// redelivered that was not delivered is the safe side; the other way
+// round, a consumer takes a redelivery for a first delivery).
+const marksBlob = "node\x00marks"
 
 // markRunning reports whether the last stop was clean and marks the
 // store as in use.
@@ -36,6 +42,25 @@ func (s *Server) markRunning() (unclean bool, err error) {
 		s.log.Warn().Msg("the last stop was not clean: the classic queues' recovered messages are marked redelivered")
 	case !errors.Is(err, persist.ErrNotFound):
 		return false, fmt.Errorf("read the store's running mark: %w", err)
+	}
+	_, err = s.store.LoadBlob(marksBlob)
+	switch {
+	case errors.Is(err, persist.ErrNotFound):
+		if !unclean {
+			defs, err := s.store.Definitions()
+			if err != nil {
+				return false, fmt.Errorf("read the store's definitions: %w", err)
+			}
+			if len(defs.Queues) > 0 {
+				unclean = true
+				s.log.Warn().Msg("the store was written by an earlier build, which did not mark its stops: taken for an unclean stop, the classic queues' recovered messages are marked redelivered")
+			}
+		}
+		if err := s.store.SaveBlob(marksBlob, []byte{1}); err != nil {
+			return false, fmt.Errorf("write the store's marks version: %w", err)
+		}
+	case err != nil:
+		return false, fmt.Errorf("read the store's marks version: %w", err)
 	}
 	if err := s.store.SaveBlob(runningBlob, []byte{1}); err != nil {
 		return false, fmt.Errorf("write the store's running mark: %w", err)
