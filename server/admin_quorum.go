@@ -324,7 +324,11 @@ func (m *meta) openJoined(v *vhost, name string, r *replica) (queue.Queue, error
 	}
 	d := *q.Decl()
 	d.ID = 0
-	nq, err := m.s.quorum.JoinMember(d, limits, v.hooks, r.placementOf())
+	var nq *quorum.Queue
+	err = m.s.openReplicaFault(v.name, name)
+	if err == nil {
+		nq, err = m.s.quorum.JoinMember(d, limits, v.hooks, r.placementOf())
+	}
 	if err != nil {
 		m.s.log.Warn().Err(err).Str("queue", name).Msg("opening a new quorum replica failed")
 		return nil, err

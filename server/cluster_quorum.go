@@ -41,6 +41,10 @@ const defaultQuorumSize = 3
 // that are down (also at every membership change).
 const quorumReconcile = time.Second
 
+// replicaRetrySpacing is how long retryReplicas waits before it asks
+// again for a replica of this node that did not open; tests shorten it.
+var replicaRetrySpacing = time.Minute
+
 // startGrace is how long a node just started takes the members it has
 // not heard from yet for running.
 const startGrace = 15 * time.Second
@@ -190,7 +194,7 @@ func (m *meta) failedReplica(v *vhost, d queue.Decl, r *replica) *remoteQueue {
 // open (a stand-in where the record names this node a member): an add of
 // this node, which it applies by opening the replica as a member its
 // group's leader already has (it catches up). At most once a minute
-// per queue (tried: when).
+// (replicaRetrySpacing) per queue (tried: when).
 func (s *Server) retryReplicas(tried map[qkey]time.Time) {
 	type ask struct {
 		vhost, name string
@@ -205,7 +209,7 @@ func (s *Server) retryReplicas(tried map[qkey]time.Time) {
 				continue
 			}
 			k := qkey{v.name, name}
-			if time.Since(tried[k]) < time.Minute {
+			if time.Since(tried[k]) < replicaRetrySpacing {
 				continue
 			}
 			tried[k] = time.Now()
@@ -329,7 +333,11 @@ func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *repli
 			m.s.store.DeleteQueue(st.rec.VHost, st.rec.Name, st.rec.ID)
 		}
 	}
-	q, err := m.s.quorum.NewMember(d, l, v.hooks, p)
+	var q *quorum.Queue
+	err := m.s.openReplicaFault(v.name, d.Name)
+	if err == nil {
+		q, err = m.s.quorum.NewMember(d, l, v.hooks, p)
+	}
 	if err != nil {
 		// The other members have theirs: this node serves the queue
 		// through them, and the reconcile loop opens its replica again
@@ -341,6 +349,16 @@ func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *repli
 	m.saveIncarnations()
 	m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Str("leader", r.lead).Msg("quorum replica created")
 	return q, nil
+}
+
+// openReplicaFault is the error a test makes opening this node's replica
+// of a quorum queue fail with (Server.openReplicaHook); nil in
+// production, where the hook is nil.
+func (s *Server) openReplicaFault(vhost, name string) error {
+	if s.openReplicaHook == nil {
+		return nil
+	}
+	return s.openReplicaHook(vhost, name)
 }
 
 // awaitQuorum waits, on the declaring node, until a new quorum queue's

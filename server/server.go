@@ -98,6 +98,10 @@ type Server struct {
 	restarted chan struct{}
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
 	alarmPoke chan struct{}
+	// openReplicaHook, when set (by a test, before Listen), is asked
+	// right before this node opens its replica of a quorum queue; an
+	// error fails the open as a disk error would. Nil in production.
+	openReplicaHook func(vhost, name string) error
 
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
