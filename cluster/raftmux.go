@@ -134,6 +134,15 @@ func (l *raftLink) get(deadline time.Time) (*linkConn, error) {
 	}
 }
 
+// answeredSince reports whether the link's connection has carried an
+// answer since t.
+func (l *raftLink) answeredSince(t time.Time) bool {
+	l.mu.Lock()
+	lc := l.conn
+	l.mu.Unlock()
+	return lc != nil && lc.lastRecv.Load() >= t.UnixNano()
+}
+
 // roundTrip sends group t's request (kind, body) and waits for the
 // answer's body, for at most Timing.IOTimeout.
 func (l *raftLink) roundTrip(t *GroupTransport, kind byte, body []byte, lazy bool) ([]byte, error) {

@@ -143,3 +143,50 @@ func TestLimitCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatAnsweredHere: a heartbeat to a follower that answered
+// one of the same term with success a moment ago, over a link that
+// carries answers, is answered from that answer and not sent; one of
+// another term, one after an answer without success, one past
+// HeartbeatRefresh or over a link silent for half of it are sent.
+func TestHeartbeatAnsweredHere(t *testing.T) {
+	_, b, ta, tb := linkPair(t, "hb-g")
+	var got atomic.Int64
+	var refuse atomic.Bool
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		got.Add(1)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: rpc.Command.(*raft.AppendEntriesRequest).Term, Success: !refuse.Load()}, nil)
+	})
+	to := raft.ServerAddress(b.Addr())
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte("n1-addr")}
+	beat := func(term uint64, wantSent int64, wantSuccess bool) {
+		t.Helper()
+		before := got.Load()
+		var resp raft.AppendEntriesResponse
+		if err := ta.AppendEntries("n2", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if sent := got.Load() - before; sent != wantSent || resp.Success != wantSuccess || resp.Term != term {
+			t.Fatalf("heartbeat of term %d: %d sent, %+v; want %d sent, success %v", term, sent, resp, wantSent, wantSuccess)
+		}
+	}
+	beat(2, 1, true) // nothing seen yet: sent
+	beat(2, 0, true) // answered here
+	now := time.Now()
+	var resp raft.AppendEntriesResponse
+	req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2}
+	if ta.AnswerHeartbeatAt(to, req, &resp, now.Add(cluster.HeartbeatRefresh)) {
+		t.Fatal("answered from an answer HeartbeatRefresh old")
+	}
+	if ta.AnswerHeartbeatAt(to, req, &resp, now.Add(cluster.HeartbeatRefresh*3/4)) {
+		t.Fatal("answered over a link silent for more than half of HeartbeatRefresh")
+	}
+	beat(3, 1, true) // a new term: sent
+	beat(3, 0, true)
+	refuse.Store(true)
+	beat(4, 1, false) // not remembered
+	beat(4, 1, false)
+	refuse.Store(false)
+	beat(4, 1, true)
+	beat(4, 0, true)
+}

@@ -63,6 +63,9 @@ type GroupTransport struct {
 
 	commitLimit atomic.Pointer[func() uint64] // LimitCommit's
 
+	seenMu sync.Mutex
+	seen   map[raft.ServerAddress]heartbeatSeen // each follower's last heartbeat answer (answerHeartbeat)
+
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -119,12 +122,19 @@ const (
 
 // AppendEntries implements raft.Transport; see GroupTransport.
 func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	heartbeat := isHeartbeat(args)
+	if heartbeat && t.answerHeartbeat(target, args, resp, time.Now()) {
+		return nil
+	}
 	deadline := time.Now().Add(t.n.timing.FollowerWait)
 	fast := 0
 	for {
 		start := time.Now()
 		err := t.call(target, args, resp)
 		if err == nil {
+			if heartbeat && resp.Success {
+				t.sawHeartbeat(target, args.Term, resp, start)
+			}
 			return nil
 		}
 		if time.Since(start) < fastFailure && fast < fastRetries {
@@ -136,6 +146,61 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 		fast = 0
 	}
+}
+
+// Heartbeats answered here. hashicorp/raft's leader sends each follower
+// of each group a heartbeat every HeartbeatTimeout/10 to 2x that (150 to
+// 300 ms for a quorum queue), besides the AppendEntries it sends every
+// CommitTimeout even when idle, and either tells the follower its leader
+// is alive. With a thousand idle groups that is most of what a node does
+// at rest. So a heartbeat to a follower that answered one of the same
+// term with success less than heartbeatRefresh ago, over a link that has
+// carried an answer from that node within heartbeatRefresh/2 (the peer is
+// alive and serving), is answered here with that answer instead of sent:
+// the follower gets a real one at least every heartbeatRefresh plus a
+// heartbeat interval (1.3 s, under the 1.5 s it waits before standing
+// for election), and AppendEntries every 0.5 to 1 s. raft's heartbeat
+// uses an answer only to note the follower's contact (its leader lease,
+// VerifyLeader): a leader cut off from a follower sees the link fall
+// silent and sends its heartbeats, which fail, within heartbeatRefresh/2,
+// so it loses its lease at most that much later. A follower of a higher
+// term answers a real heartbeat without success (not remembered), and
+// the leader learns the term from its next AppendEntries anyway.
+const heartbeatRefresh = time.Second
+
+// heartbeatSeen is a follower's last successful heartbeat answer.
+type heartbeatSeen struct {
+	term uint64
+	at   time.Time
+	resp raft.AppendEntriesResponse
+}
+
+// answerHeartbeat fills resp with target's last answer to a heartbeat
+// and reports true when that may stand for sending this one (see
+// heartbeatRefresh).
+func (t *GroupTransport) answerHeartbeat(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, now time.Time) bool {
+	t.seenMu.Lock()
+	seen, ok := t.seen[target]
+	t.seenMu.Unlock()
+	if !ok || seen.term != args.Term || now.Sub(seen.at) >= heartbeatRefresh {
+		return false
+	}
+	if !t.n.link(string(target)).answeredSince(now.Add(-heartbeatRefresh / 2)) {
+		return false
+	}
+	*resp = seen.resp
+	return true
+}
+
+// sawHeartbeat remembers target's successful answer to a heartbeat of
+// term sent at sent.
+func (t *GroupTransport) sawHeartbeat(target raft.ServerAddress, term uint64, resp *raft.AppendEntriesResponse, sent time.Time) {
+	t.seenMu.Lock()
+	if t.seen == nil {
+		t.seen = map[raft.ServerAddress]heartbeatSeen{}
+	}
+	t.seen[target] = heartbeatSeen{term: term, at: sent, resp: *resp}
+	t.seenMu.Unlock()
 }
 
 // RequestVote implements raft.Transport.
