@@ -546,21 +546,34 @@ func (s *Store) dropStable(id uint64) error {
 		binary.BigEndian.PutUint64(p[1:], id)
 		prefixes = append(prefixes, p)
 	}
-	// Only if there is any: DropPrefix blocks writes while it runs.
-	found := false
-	s.db.View(func(txn *badger.Txn) error {
+	// Deleted key by key (a group has a handful), not with DropPrefix:
+	// that blocks every write to the database while it runs, and a
+	// running group whose raft saves its term meanwhile gets an error,
+	// on which raft panics.
+	var keys [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
 		for _, p := range prefixes {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
-			it.Rewind()
-			found = found || it.Valid()
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
+			for it.Rewind(); it.Valid(); it.Next() {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
 			it.Close()
 		}
 		return nil
 	})
-	if !found {
-		return nil
+	if err != nil || len(keys) == 0 {
+		return err
 	}
-	if err := s.db.DropPrefix(prefixes...); err != nil {
+	s.stableMu.Lock()
+	defer s.stableMu.Unlock()
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	if err := wb.Flush(); err != nil {
 		return err
 	}
 	return s.syncStable()

@@ -445,3 +445,49 @@ func TestStoreLogsEarly(t *testing.T) {
 		t.Fatal("a wait for an entry never stored outlived its store")
 	}
 }
+
+// A group's deletion does not make another group's stable writes fail:
+// raft panics when it cannot save its term (a node of a cluster crashed
+// so when a quorum queue's replica was dropped while other groups held
+// an election: Badger's DropPrefix blocks every write while it runs).
+func TestDeleteGroupWhileOthersSet(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	busy := group(t, s, 1)
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		for i := uint64(1); ; i++ {
+			select {
+			case <-stop:
+				errs <- nil
+				return
+			default:
+			}
+			if err := busy.SetUint64([]byte("CurrentTerm"), i); err != nil {
+				errs <- fmt.Errorf("set %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	for id := uint64(100); id < 140; id++ {
+		g := group(t, s, id)
+		if err := g.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+			t.Fatal(err)
+		}
+		storeN(t, g, 1, 3)
+		if err := s.DeleteGroup(id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := group(t, s, id).GetUint64([]byte("CurrentTerm")); err == nil {
+			t.Fatalf("group %d's term is still there", id)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatalf("another group's stable write failed while groups were deleted: %v", err)
+	}
+}
