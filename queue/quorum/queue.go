@@ -188,7 +188,12 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 			// learn the configuration from it. Should it not lead soon, the
 			// member bootstraps the same configuration itself.
 			go q.bootstrapLater(conf)
-		} else if err := r.BootstrapCluster(conf).Error(); err != nil {
+		} else if err := r.BootstrapCluster(conf).Error(); err != nil && (p == nil || !errors.Is(err, raft.ErrCantBootstrap)) {
+			// A first leader that opens its replica late (its node was
+			// paused or slow to apply the record) may find the group
+			// started: its members bootstrapped the same configuration
+			// (bootstrapLater) and their leader reached this replica
+			// between NewRaft and here. It is a member as any other then.
 			r.Shutdown()
 			q.closeTransport()
 			return nil, fmt.Errorf("quorum: bootstrap group %d: %w", gid, err)
