@@ -714,6 +714,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	held := q.m.readyN + len(q.m.out)
+	// Proposed before mu is released: a Kick (which clears refusing
+	// under mu, then proposes its opUnblock) must come after the
+	// opUnassign that blocks the consumer, or the consumer stays blocked
+	// with nothing left to unblock it. propose takes only pmu, a leaf.
+	for key, ids := range back {
+		q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
+	}
+	for _, key := range unblock {
+		q.propose(opUnblock, func(e *encoder) { e.u64(key) }, nil)
+	}
 	q.mu.Unlock()
 	if !replayed {
 		q.nudger.Applied(l.Index)
@@ -722,13 +732,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 
 	for _, k := range live {
 		go q.reattach(k)
-	}
-
-	for key, ids := range back {
-		q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
-	}
-	for _, key := range unblock {
-		q.propose(opUnblock, func(e *encoder) { e.u64(key) }, nil)
 	}
 	if len(settled) > 0 {
 		q.propose(opSettle, func(e *encoder) { e.ids(settled) }, &waiter{done: func(error) {
