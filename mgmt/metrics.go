@@ -20,6 +20,10 @@ type collector struct {
 	storeFsyncSeconds, storeFsyncMax, storePending   *prometheus.Desc
 	storeMessagesPerCommit, storeDangling, buildInfo *prometheus.Desc
 	memAlarm, diskAlarm, fdAlarm                     *prometheus.Desc
+
+	raftSyncs, raftAppends, raftEntries, raftBytes, raftSyncSeconds *prometheus.Desc
+	raftSegments, raftZeroFilled, raftRolls, raftRollsUnprepared    *prometheus.Desc
+	raftRollSeconds, raftCopied                                     *prometheus.Desc
 }
 
 func newCollector(b *server.Server) *collector {
@@ -45,6 +49,18 @@ func newCollector(b *server.Server) *collector {
 		memAlarm:               d("rabbitmq_alarms_memory_used_watermark", "is 1 if VM memory watermark alarm is in effect"),
 		diskAlarm:              d("rabbitmq_alarms_free_disk_space_watermark", "is 1 if free disk space watermark alarm is in effect"),
 		fdAlarm:                d("rabbitmq_alarms_file_descriptor_limit", "is 1 if file descriptor limit alarm is in effect"),
+
+		raftSyncs:           d("warren_raft_log_syncs_total", "Group commits of the Raft log made durable (one fdatasync each, for every group of the node)"),
+		raftAppends:         d("warren_raft_log_appends_total", "Raft log appends written (one per group per batch raft hands the store)"),
+		raftEntries:         d("warren_raft_log_entries_total", "Raft log entries written"),
+		raftBytes:           d("warren_raft_log_written_bytes_total", "Bytes written to the Raft log"),
+		raftSyncSeconds:     d("warren_raft_log_sync_seconds_total", "Time spent in the Raft log's fdatasync"),
+		raftSegments:        d("warren_raft_log_segments", "Raft log segments on disk"),
+		raftZeroFilled:      d("warren_raft_log_zero_filled_segments_total", "Spare Raft log segments made by zero-filling (the others are reclaimed segments, reused)"),
+		raftRolls:           d("warren_raft_log_rolls_total", "Switches of the Raft log to a new segment"),
+		raftRollsUnprepared: d("warren_raft_log_rolls_unprepared_total", "Switches of the Raft log to a new segment that found no spare ready"),
+		raftRollSeconds:     d("warren_raft_log_roll_seconds_total", "Time the Raft log's committer spent switching segments"),
+		raftCopied:          d("warren_raft_log_copied_entries_total", "Live Raft log entries copied out of a mostly dead segment"),
 	}
 }
 
@@ -54,6 +70,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.exchanges, c.storeCommits, c.storeBatches, c.storeFailed, c.storeMessages, c.storeEntries, c.storeSettled,
 		c.storeFsyncSeconds, c.storeFsyncMax, c.storePending, c.storeMessagesPerCommit, c.storeDangling, c.buildInfo,
 		c.memAlarm, c.diskAlarm, c.fdAlarm, c.fsyncHist,
+		c.raftSyncs, c.raftAppends, c.raftEntries, c.raftBytes, c.raftSyncSeconds, c.raftSegments,
+		c.raftZeroFilled, c.raftRolls, c.raftRollsUnprepared, c.raftRollSeconds, c.raftCopied,
 	} {
 		ch <- d
 	}
@@ -90,6 +108,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.storeMessagesPerCommit, st.MessagesPerCommit())
 	counter(c.storeDangling, float64(st.DanglingEntries))
 	ch <- fsyncHistogram(c.fsyncHist, st)
+	if rs, ok := c.b.RaftStoreStats(); ok {
+		counter(c.raftSyncs, float64(rs.Syncs))
+		counter(c.raftAppends, float64(rs.Appends))
+		counter(c.raftEntries, float64(rs.Entries))
+		counter(c.raftBytes, float64(rs.Bytes))
+		counter(c.raftSyncSeconds, rs.SyncTime.Seconds())
+		gauge(c.raftSegments, float64(rs.Segments))
+		counter(c.raftZeroFilled, float64(rs.ZeroFilled))
+		counter(c.raftRolls, float64(rs.Rolls))
+		counter(c.raftRollsUnprepared, float64(rs.RollsUnprepared))
+		counter(c.raftRollSeconds, rs.RollTime.Seconds())
+		counter(c.raftCopied, float64(rs.Copied))
+	}
 }
 
 // fsyncHistogram turns the store's commit-duration counts into a

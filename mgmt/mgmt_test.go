@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -431,6 +432,62 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("per-object metrics lack %q", want)
 		}
 	}
+}
+
+// TestRaftLogMetrics: /metrics carries the Raft log's counters, and a
+// confirmed publish to a quorum queue shows in them.
+func TestRaftLogMetrics(t *testing.T) {
+	e := start(t)
+	scrape := func() string {
+		resp, err := http.Get(e.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	_, ch := e.dial()
+	if _, err := ch.QueueDeclare("m.qq", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "m.qq", false, false,
+		amqp091.Publishing{Body: []byte("x"), DeliveryMode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
+		t.Fatalf("publish not confirmed: %v %v", ok, err)
+	}
+	body := scrape()
+	for _, name := range []string{"warren_raft_log_syncs_total", "warren_raft_log_entries_total", "warren_raft_log_written_bytes_total", "warren_raft_log_segments"} {
+		v := metricValue(t, body, name)
+		if v <= 0 {
+			t.Errorf("%s = %v after a confirmed publish, want > 0", name, v)
+		}
+	}
+	for _, name := range []string{"warren_raft_log_rolls_total", "warren_raft_log_zero_filled_segments_total", "warren_raft_log_roll_seconds_total"} {
+		metricValue(t, body, name)
+	}
+}
+
+// metricValue is the value of the unlabelled sample name in a scrape.
+func metricValue(t *testing.T, body, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metrics lack %s", name)
+	return 0
 }
 
 func TestLargeMessage(t *testing.T) {

@@ -82,6 +82,12 @@ type Stats struct {
 	// ZeroFilled counts the spare segments made by zero-filling (the
 	// others are reclaimed segments, recycled).
 	ZeroFilled uint64
+	// Rolls counts the switches to a new segment; RollTime is the time
+	// the committer spent in them (sealing the old one, the new one's
+	// rename and directory sync). RollsUnprepared counts those that found
+	// no spare and started a file that grows.
+	Rolls, RollsUnprepared uint64
+	RollTime               time.Duration
 }
 
 // AppendsPerSync is Appends / Syncs.
@@ -125,6 +131,7 @@ type Store struct {
 	stableMu sync.Mutex // Set's write and sync
 
 	syncs, appends, entries, bytes, syncNanos, copied, zeroFilled atomic.Uint64
+	rolls, rollsUnprepared, rollNanos                             atomic.Uint64
 	nsegs                                                         atomic.Int64
 }
 
@@ -369,6 +376,8 @@ func (s *Store) seal(seg *segment) error {
 // roll seals the current segment (synced) and starts the next, of at
 // least need bytes: the spare file when it fits, else a new file.
 func (s *Store) roll(need int64) error {
+	t := time.Now()
+	defer func() { s.rollNanos.Add(uint64(time.Since(t))) }()
 	seq := uint64(1)
 	if n := len(s.order); n > 0 {
 		seq = s.order[n-1].seq + 1
@@ -406,6 +415,12 @@ func (s *Store) roll(need int64) error {
 		}
 	}
 	seg := &segment{seq: seq, seed: seqSeed(seq), f: f, size: size, prealloc: prealloc}
+	if s.cur != nil {
+		s.rolls.Add(1)
+		if !prealloc {
+			s.rollsUnprepared.Add(1)
+		}
+	}
 	s.segMu.Lock()
 	s.segs[uint32(seq)] = seg
 	s.order = append(s.order, seg)
@@ -471,7 +486,8 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), Appends: s.appends.Load(), Entries: s.entries.Load(), Bytes: s.bytes.Load(),
 		SyncTime: time.Duration(s.syncNanos.Load()), Segments: int(s.nsegs.Load()), Copied: s.copied.Load(),
-		ZeroFilled: s.zeroFilled.Load()}
+		ZeroFilled: s.zeroFilled.Load(), Rolls: s.rolls.Load(), RollsUnprepared: s.rollsUnprepared.Load(),
+		RollTime: time.Duration(s.rollNanos.Load())}
 }
 
 // Close stops the committer (after what waits is written) and closes the

@@ -36,6 +36,7 @@ import (
 	"github.com/warrenmq/warren/exchange"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/raftstore"
 )
 
 // processStarted approximates the node's start for Overview.Uptime: the node
@@ -91,6 +92,20 @@ func (s *Server) FrameMax() uint32 { return s.cfg.FrameMax }
 // StoreStats returns the durable store's write-path counters (commits,
 // fsync time, pending ops).
 func (s *Server) StoreStats() persist.Stats { return s.store.Stats() }
+
+// RaftStoreStats returns the Raft log's write-path counters (group
+// commits, segment rolls, zero-filled spares); ok is false while no Raft
+// store is open (a single node with no quorum queue yet).
+func (s *Server) RaftStoreStats() (st raftstore.Stats, ok bool) {
+	rs := s.raft
+	if rs == nil && s.quorum != nil {
+		rs = s.quorum.Store()
+	}
+	if rs == nil {
+		return st, false
+	}
+	return rs.Stats(), true
+}
 
 // AlarmStatus is the state of the resource alarms.
 type AlarmStatus struct {

@@ -86,7 +86,7 @@ type Type struct {
 	anon atomic.Uint64
 
 	openOnce sync.Once
-	store    *raftstore.Store
+	store    atomic.Pointer[raftstore.Store] // set once, by raftStore
 	openErr  error
 
 	mu     sync.Mutex
@@ -155,21 +155,21 @@ func (t *Type) logErr(err error, msg string) {
 func (t *Type) raftStore() (*raftstore.Store, error) {
 	t.openOnce.Do(func() {
 		if t.cfg.Raft != nil {
-			t.store = t.cfg.Raft
+			t.store.Store(t.cfg.Raft)
 			return
 		}
-		t.store, t.openErr = raftstore.Open(filepath.Join(t.cfg.Dir, "raft"), raftstore.Options{NoSync: t.cfg.NoSync,
+		var st *raftstore.Store
+		st, t.openErr = raftstore.Open(filepath.Join(t.cfg.Dir, "raft"), raftstore.Options{NoSync: t.cfg.NoSync,
 			Logger: func(f string, a ...any) { t.logErr(fmt.Errorf(f, a...), "quorum raft store") }})
+		if st != nil {
+			t.store.Store(st)
+		}
 	})
-	return t.store, t.openErr
+	return t.store.Load(), t.openErr
 }
 
 // Store returns the node's Raft store once a queue opened it, else nil.
-func (t *Type) Store() *raftstore.Store {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.store
-}
+func (t *Type) Store() *raftstore.Store { return t.store.Load() }
 
 // Close stops what is still open and closes the Raft store; call it
 // after the queues were stopped (the broker's shutdown).
@@ -194,8 +194,8 @@ func (t *Type) Close() error {
 		case <-time.After(leaveWait):
 		}
 	}
-	if t.store != nil && t.cfg.Raft == nil {
-		return t.store.Close()
+	if st := t.store.Load(); st != nil && t.cfg.Raft == nil {
+		return st.Close()
 	}
 	return nil
 }
