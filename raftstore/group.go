@@ -254,7 +254,7 @@ func (g *Group) GetLog(index uint64, l *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	// The segment is looked up before g.mu is let go: the committer may
-	// move the entry on (copyForward) and remove its old segment, but not
+	// move the entry on (copies) and remove its old segment, but not
 	// while the read holds segMu.
 	g.s.segMu.RLock()
 	g.mu.Unlock()

@@ -726,6 +726,11 @@ func (s *Store) committer() {
 				break more
 			}
 		}
+		if cs := s.copies(copyBudget(size)); len(cs) > 0 {
+			// Ahead of the batch: its requests (a compaction of the
+			// entries copied, say) apply after the copies.
+			batch = append(cs, batch...)
+		}
 		s.commit(batch)
 		s.reclaim()
 	}
@@ -870,8 +875,10 @@ func (s *Store) growing() bool {
 const growingBytes = 1 << 20
 
 // reclaim removes the oldest segments no group has a live entry in (up
-// to maxSpares of them are kept as spares for reuse), and moves the live entries out of
-// the oldest when it is mostly dead.
+// to maxSpares of them are kept as spares for reuse). Only the oldest:
+// a later segment's records may delete entries of an earlier one, so
+// segments go in order (copies moves the live entries out of the
+// oldest when that pays).
 func (s *Store) reclaim() {
 	removed := false
 	defer func() {
@@ -906,7 +913,6 @@ func (s *Store) reclaim() {
 			os.Remove(path)
 		}
 	}
-	s.copyForward()
 }
 
 func (s *Store) dropGroupState(id uint64) {
@@ -966,23 +972,55 @@ func (l badgerLogger) log(f string, a ...any) {
 	}
 }
 
-// copyMax bounds what one copyForward writes (the committer is busy
-// meanwhile).
-const copyMax = 4 << 20
+// copyMin and copyMax bound what one batch carries of copies: as many
+// bytes as the batch's own, within these (a batch costs its writes and
+// one sync; copies ride along rather than costing syncs of their own).
+const (
+	copyMin = 256 << 10
+	copyMax = 4 << 20
+)
 
-// copyForward writes the live entries of the oldest segment, when it is
-// mostly dead and not alone, again at the head of the log, up to copyMax
-// at a time: a queue holding a few old messages then pins one segment,
-// not every segment written since. The copies are records like any other
-// (a reopen takes the later place of an entry).
-func (s *Store) copyForward() {
+func copyBudget(batchBytes int) int { return min(max(batchBytes, copyMin), copyMax) }
+
+// copyDue reports whether the live entries of the oldest segment are to
+// be copied to the head of the log, so that it can go: when it is mostly
+// dead (a queue holding a few old messages then pins one segment, not
+// every segment written since), or when most of the sealed log is dead
+// behind it (an idle queue's last entries, or a backlog, hold the
+// oldest while the segments after it are free: the log on disk then
+// stays within twice what is live, plus the segment being written).
+func (s *Store) copyDue() bool {
 	if len(s.order) < 3 || s.failed.Load() != nil {
-		return
+		return false
 	}
 	old := s.order[0]
-	if old == s.cur || old.liveBytes*4 > old.size {
-		return
+	if old == s.cur {
+		return false
 	}
+	if old.liveBytes*4 <= old.size {
+		return true
+	}
+	var live, size int64
+	for _, seg := range s.order {
+		if seg != s.cur {
+			live += seg.liveBytes
+			size += seg.size
+		}
+	}
+	return live*2 <= size
+}
+
+// copies returns requests that write the live entries of the oldest
+// segment again, up to about budget bytes, when copyDue (else none). The
+// committer writes them with its next batch, before the batch's own
+// requests, and nothing changes the groups' indexes in between, so the
+// places read here are still the entries' when the copies apply. A copy
+// is a record like any other: a reopen takes an entry's later place.
+func (s *Store) copies(budget int) []*request {
+	if !s.copyDue() {
+		return nil
+	}
+	old := s.order[0]
 	s.mu.Lock()
 	gs := make([]*Group, 0, len(s.groups))
 	for _, g := range s.groups {
@@ -990,9 +1028,9 @@ func (s *Store) copyForward() {
 	}
 	s.mu.Unlock()
 	var batch []*request
-	total := 0
+	total, n := 0, 0
 	for _, g := range gs {
-		if total >= copyMax {
+		if total >= budget {
 			break
 		}
 		g.mu.Lock()
@@ -1011,7 +1049,8 @@ func (s *Store) copyForward() {
 			r.ents = append(r.ents, entryPos{idx: g.first + uint64(i), off: uint32(r.size), n: l.n})
 			r.record(b)
 			total += int(l.n)
-			if total >= copyMax {
+			n++
+			if total >= budget {
 				break
 			}
 		}
@@ -1020,13 +1059,6 @@ func (s *Store) copyForward() {
 			batch = append(batch, r)
 		}
 	}
-	if len(batch) == 0 {
-		return
-	}
-	s.commit(batch)
-	n := 0
-	for _, r := range batch {
-		n += len(r.ents)
-	}
 	s.copied.Add(uint64(n))
+	return batch
 }

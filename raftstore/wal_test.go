@@ -185,6 +185,47 @@ func TestSegmentsReclaimed(t *testing.T) {
 	}
 }
 
+// An idle group whose last entries fill more than a quarter of the
+// oldest segment (too live for that segment alone to be worth copying)
+// does not pin the log: once most of the sealed log behind it is dead,
+// its entries are copied on and the segments recycled, so a busy group
+// that keeps compacting keeps the log at a few segments. A reopen sees
+// both groups' entries.
+func TestIdleGroupDoesNotPinLog(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 32 << 10}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := group(t, s, 1)
+	storeN(t, idle, 201, 260) // ~16 KiB: half a segment, then nothing
+	busy := group(t, s, 2)
+	maxSegs := 0
+	for i := uint64(1); i <= 4000; i += 100 {
+		storeN(t, busy, i, i+99)
+		if err := busy.DeleteRange(1, i+49); err != nil {
+			t.Fatal(err)
+		}
+		maxSegs = max(maxSegs, s.Stats().Segments)
+	}
+	// 4000 entries of ~200 bytes: ~800 KiB written, ~25 segments; what is
+	// live is 50 busy entries and the 60 idle ones, about a segment.
+	if st := s.Stats(); st.Segments > 6 || st.Copied == 0 {
+		t.Fatalf("%d segments on disk (at most %d), %d entries copied, with ~25 KiB live", st.Segments, maxSegs, st.Copied)
+	}
+	checkRange(t, idle, 201, 260)
+	checkRange(t, busy, 3951, 4000)
+	s.Close()
+	s, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkRange(t, group(t, s, 1), 201, 260)
+	checkRange(t, group(t, s, 2), 3951, 4000)
+}
+
 // putOld writes entries the way a store before the log did: in Badger,
 // with the old encoding, and a commit index.
 func putOld(t *testing.T, dir string, gid, from, to, commit uint64) {
