@@ -67,3 +67,46 @@ func TestCompactSoonWhenNearEmpty(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A queue that applied a few MiB, far from the 32 MiB that ask for a
+// snapshot at once, and then goes idle snapshots after CompactIdle, so
+// that its last entries leave the shared log.
+func TestCompactWhenIdle(t *testing.T) {
+	typ := quorum.NewType(quorum.Config{Dir: t.TempDir(), SnapshotInterval: time.Hour, CompactIdle: 200 * time.Millisecond})
+	defer typ.Close()
+	x, err := typ.New(queue.Decl{VHost: "/", Name: "c", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := x.(*quorum.Queue)
+	body := bytes.Repeat([]byte("c"), 4<<10)
+	publish := func(n int) {
+		t.Helper()
+		done := make(chan error, n)
+		for range n {
+			q.Type().Publish(&queue.Message{Body: body, Persistent: true}, []queue.Queue{q}, nil, func(err error) { done <- err })
+		}
+		for range n {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("a publish was not confirmed")
+			}
+		}
+	}
+	// 1,000 messages of 4 KiB: 4 MiB applied.
+	publish(1000)
+	if got := q.Purge(); got != 1000 {
+		t.Fatalf("purge: %d, want 1000", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for lastSnapshot(t, q) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot once the queue went idle")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -146,7 +146,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 		return nil, fmt.Errorf("quorum: start group %d: %w", gid, err)
 	}
 	q.r = r
-	q.compact.set(r)
+	q.compact.set(r, q.typ.cfg.CompactIdle)
 	if p != nil {
 		q.nudger.Set(r)
 	}

@@ -69,6 +69,11 @@ type Config struct {
 	// between this and twice this; default 30s). A queue that holds few
 	// messages snapshots sooner on its own (compact.go).
 	SnapshotInterval time.Duration
+	// CompactIdle: a replica holding few messages that applied some
+	// traffic since its last snapshot and then nothing for this long
+	// snapshots, so that an idle queue's last entries do not stay in the
+	// shared log (default 2s; compact.go).
+	CompactIdle time.Duration
 	// CommitTimeout is raft's: how often a leader with nothing new to
 	// send tells each follower its commit index (default 500 ms). A
 	// follower learns it at once after an entry anyway (Queue.armNudge).
@@ -138,6 +143,9 @@ func NewType(cfg Config) *Type {
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 500 * time.Millisecond
+	}
+	if cfg.CompactIdle <= 0 {
+		cfg.CompactIdle = 2 * time.Second
 	}
 	return &Type{cfg: cfg, queues: map[uint64]*Queue{}, known: map[uint64]bool{}}
 }
