@@ -135,6 +135,20 @@ func (d *rdec) done() error {
 	return d.err
 }
 
+// requestSize is about what encodeRequest writes for cmd (a little
+// more), so that an AppendEntries is encoded into one allocation rather
+// than grown by doubling through its entries.
+func requestSize(cmd any) int {
+	n := 64
+	if r, ok := cmd.(*raft.AppendEntriesRequest); ok {
+		n += len(r.RPCHeader.ID) + len(r.RPCHeader.Addr) + len(r.Leader)
+		for _, l := range r.Entries {
+			n += 3*binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + len(l.Data) + len(l.Extensions) + 1 + binary.MaxVarintLen64
+		}
+	}
+	return n
+}
+
 func encodeRequest(b rbuf, cmd any) (rbuf, byte, error) {
 	switch r := cmd.(type) {
 	case *raft.AppendEntriesRequest:

@@ -159,3 +159,26 @@ func TestRaftCodecZero(t *testing.T) {
 		t.Fatal("an entry count beyond the frame decoded")
 	}
 }
+
+// An AppendEntries is encoded into the one buffer requestSize sizes: it
+// never outgrows it, whatever its fields' varint lengths.
+func TestRequestSizeFits(t *testing.T) {
+	big := ^uint64(0)
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("node-1"), Addr: []byte("127.0.0.1:25711")},
+		Term: big, Leader: []byte("127.0.0.1:25711"), PrevLogEntry: big, PrevLogTerm: big, LeaderCommitIndex: big}
+	for i := range 20 {
+		req.Entries = append(req.Entries, &raft.Log{Index: big - uint64(i), Term: big, Type: raft.LogCommand,
+			Data: make([]byte, i*1000), Extensions: make([]byte, i), AppendedAt: time.Unix(1<<40, 999)})
+	}
+	size := requestSize(req)
+	b, _, err := encodeRequest(make(rbuf, 0, size), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > size {
+		t.Fatalf("encoded %d bytes, sized %d", len(b), size)
+	}
+	if n := testing.AllocsPerRun(10, func() { encodeRequest(make(rbuf, 0, requestSize(req)), req) }); n > 1 {
+		t.Fatalf("%v allocations per encoding, want 1", n)
+	}
+}

@@ -281,7 +281,7 @@ func (t *GroupTransport) call(target raft.ServerAddress, req, resp any) error {
 			}
 		}
 	}
-	body, kind, err := encodeRequest(make(rbuf, 0, 64), req)
+	body, kind, err := encodeRequest(make(rbuf, 0, requestSize(req)), req)
 	if err != nil {
 		return err
 	}
