@@ -68,6 +68,12 @@ type Options struct {
 	MaxBatchBytes int
 	// SegmentBytes is the size of a log segment (default 64 MiB).
 	SegmentBytes int64
+	// Spares is how many spare segments (at most maxSpares) are made in
+	// the background once the store opens, before any write needs one
+	// (0: each is made when writes ask for it). A zero-fill while the
+	// log takes writes costs them: its sync pushes a segment to the disk
+	// that every other sync waits behind.
+	Spares int
 }
 
 // Stats are the store's counters since Open.
@@ -430,9 +436,11 @@ func (s *Store) roll(need int64) error {
 	return nil
 }
 
-// spares makes a spare segment when the committer asks, until Close.
+// spares makes Options.Spares spare segments, then one whenever the
+// committer asks, until Close.
 func (s *Store) spares() {
 	defer s.bgDone.Done()
+	s.prepare(min(s.opts.Spares, maxSpares))
 	for {
 		select {
 		case <-s.stop:
@@ -443,7 +451,7 @@ func (s *Store) spares() {
 			s.spareReady.Store(true) // reclaim recycled one meanwhile
 			continue
 		}
-		made, err := makeSpare(s.walDir, s.opts.SegmentBytes, s.stop)
+		made, err := makeSpare(s.walDir, spareName, s.opts.SegmentBytes, s.stop)
 		if made {
 			s.zeroFilled.Add(1)
 		}
@@ -453,6 +461,40 @@ func (s *Store) spares() {
 			s.opts.Logger("raftstore: cannot make a spare log segment: %v", err)
 		}
 	}
+}
+
+// prepare makes spares in free slots until n are there (a slot the
+// committer recycles a segment into meanwhile may be taken twice: one
+// spare fewer).
+func (s *Store) prepare(n int) {
+	for s.spareCount(s.opts.SegmentBytes) < n {
+		slot := s.freeSpareSlot()
+		if slot == "" {
+			return
+		}
+		made, err := makeSpare(s.walDir, filepath.Base(slot), s.opts.SegmentBytes, s.stop)
+		if made {
+			s.zeroFilled.Add(1)
+		}
+		if err != nil {
+			if s.opts.Logger != nil && !s.closed.Load() {
+				s.opts.Logger("raftstore: cannot make a spare log segment: %v", err)
+			}
+			return
+		}
+		s.spareReady.Store(true)
+	}
+}
+
+// spareCount is how many spare segments of size bytes there are.
+func (s *Store) spareCount(size int64) int {
+	n := 0
+	for i := range maxSpares {
+		if fi, err := os.Stat(filepath.Join(s.walDir, spareSlot(i))); err == nil && fi.Size() == size {
+			n++
+		}
+	}
+	return n
 }
 
 // spareFile returns the path of a spare segment of size bytes, "" when

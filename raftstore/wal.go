@@ -237,10 +237,10 @@ func scanSegment(seg *segment, fn func(off int64, n int, body []byte) error) (se
 	}
 }
 
-// makeSpare creates dir/spare of size bytes, zero-filled and synced,
-// unless one is there; made says whether it wrote one.
-func makeSpare(dir string, size int64, stop <-chan struct{}) (made bool, err error) {
-	final := filepath.Join(dir, spareName)
+// makeSpare creates dir/name (a spare slot) of size bytes, zero-filled
+// and synced, unless one is there; made says whether it wrote one.
+func makeSpare(dir, name string, size int64, stop <-chan struct{}) (made bool, err error) {
+	final := filepath.Join(dir, name)
 	if fi, err := os.Stat(final); err == nil {
 		if fi.Size() == size {
 			return false, nil

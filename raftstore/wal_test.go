@@ -475,3 +475,40 @@ func TestSparesRecycled(t *testing.T) {
 	}
 	checkRangeData(t, g, next-1, next-1, data)
 }
+
+// A store opened with Options.Spares makes that many spares in the
+// background before any write, and the segments the first writes fill
+// are made from them: none is zero-filled while the log takes writes.
+func TestSparesPrepared(t *testing.T) {
+	dir := t.TempDir()
+	const size = 2 << 20
+	s, err := Open(dir, Options{SegmentBytes: size, Spares: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.spareCount(size) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spares made at open, want 3", s.spareCount(size))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.Stats().ZeroFilled; n != 3 {
+		t.Fatalf("%d zero-filled, want 3", n)
+	}
+	g := group(t, s, 1)
+	data := []byte(strings.Repeat("p", 64<<10))
+	// Into the third segment: the growing one at open (left at 1 MiB for
+	// a spare), then two spares, each past half (which asks for one more
+	// only when none is left).
+	for i := uint64(1); s.Stats().Rolls < 2 || s.cur.end <= size/2; i++ {
+		if err := g.StoreLog(&raft.Log{Index: i, Term: 1, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats()
+	if st.RollsUnprepared != 0 || st.ZeroFilled != 3 {
+		t.Fatalf("%d rolls found no spare, %d zero-filled (3 at open): %+v", st.RollsUnprepared, st.ZeroFilled, st)
+	}
+}

@@ -28,6 +28,12 @@ func (s *Server) oldClusterRaftDir() string { return filepath.Join(s.cfg.DataDir
 // oldMetadataGroupID was the metadata group's id in its own store.
 const oldMetadataGroupID = 1
 
+// clusterLogSpares is how many spare log segments a cluster's node
+// makes when it starts (raftstore.Options.Spares): 3 of 64 MiB take its
+// first three segment switches, after which segments freed by compaction
+// are recycled.
+const clusterLogSpares = 3
+
 // openRaftStore opens the shared store (New), when the data directory
 // exists or the node is in a cluster; else the quorum type opens one with
 // its first queue (tests on an in-memory message store). A metadata
@@ -38,9 +44,16 @@ func (s *Server) openRaftStore() error {
 			return nil
 		}
 	}
-	st, err := raftstore.Open(s.raftDir(), raftstore.Options{
+	opts := raftstore.Options{
 		Logger: func(f string, a ...any) { s.log.Warn().Msgf("raft store: "+f, a...) },
-	})
+	}
+	if s.cfg.Cluster.Listen != "" {
+		// A cluster's node replicates its quorum queues: the log's spare
+		// segments are made at start, not while the first publishes
+		// wait behind their zero-fill.
+		opts.Spares = clusterLogSpares
+	}
+	st, err := raftstore.Open(s.raftDir(), opts)
 	if err != nil {
 		return fmt.Errorf("open the raft store: %w", err)
 	}
