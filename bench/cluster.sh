@@ -87,6 +87,16 @@ cleanup() {
 	if [[ $KEEP_OUT == 0 ]]; then rm -rf "$OUT"; fi
 }
 trap cleanup EXIT
+# stop_all: the nodes started so far go, and what they wrote reaches the
+# disk, before the next broker runs: each is measured with the machine to
+# itself (an idle Erlang VM still spins its schedulers, and a broker's
+# dirty pages written back during the next one's rounds cost its syncs).
+stop_all() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	PIDS=()
+	sync
+}
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -296,6 +306,7 @@ warren_run() {
 RESULT_RABBIT_IDLE="- - -" RESULT_WARREN_IDLE="- - -" RESULT_RABBIT_QQ="- - - -" RESULT_RABBIT_FO=- RESULT_WARREN_CQ="- - - -" RESULT_WARREN_QQ="- - - -" RESULT_WARREN_QFO=- RESULT_WARREN_CFO=- WARREN_QQ_SKIP=""
 declare -a WPID
 for w in "${WHICH[@]}"; do
+	stop_all
 	case $w in
 	rabbit) rabbit_run ;;
 	warren) warren_run ;;
