@@ -19,6 +19,27 @@ func lastSnapshot(t *testing.T, q *quorum.Queue) uint64 {
 	return n
 }
 
+// publishConfirmed publishes n persistent messages of size bytes to q and
+// waits for their confirms.
+func publishConfirmed(t *testing.T, q *quorum.Queue, n, size int) {
+	t.Helper()
+	body := bytes.Repeat([]byte("c"), size)
+	done := make(chan error, n)
+	for range n {
+		q.Type().Publish(&queue.Message{Body: body, Persistent: true}, []queue.Queue{q}, nil, func(err error) { done <- err })
+	}
+	for range n {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a publish was not confirmed")
+		}
+	}
+}
+
 // A queue that has applied a segment's worth of entries while it holds
 // few messages snapshots at once (so its log is compacted and the shared
 // log's segments recycled), not at raft's next check, here an hour away;
@@ -34,21 +55,7 @@ func TestCompactSoonWhenNearEmpty(t *testing.T) {
 	// 10,000 messages of 4 KiB: 40 MiB applied, more messages held than
 	// a cheap snapshot has once 32 MiB are.
 	const n = 10000
-	body := bytes.Repeat([]byte("c"), 4<<10)
-	done := make(chan error, n)
-	for range n {
-		q.Type().Publish(&queue.Message{Body: body, Persistent: true}, []queue.Queue{q}, nil, func(err error) { done <- err })
-	}
-	for range n {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("a publish was not confirmed")
-		}
-	}
+	publishConfirmed(t, q, n, 4<<10)
 	if err := q.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,26 +86,8 @@ func TestCompactWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := x.(*quorum.Queue)
-	body := bytes.Repeat([]byte("c"), 4<<10)
-	publish := func(n int) {
-		t.Helper()
-		done := make(chan error, n)
-		for range n {
-			q.Type().Publish(&queue.Message{Body: body, Persistent: true}, []queue.Queue{q}, nil, func(err error) { done <- err })
-		}
-		for range n {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("a publish was not confirmed")
-			}
-		}
-	}
 	// 1,000 messages of 4 KiB: 4 MiB applied.
-	publish(1000)
+	publishConfirmed(t, q, 1000, 4<<10)
 	if got := q.Purge(); got != 1000 {
 		t.Fatalf("purge: %d, want 1000", got)
 	}
