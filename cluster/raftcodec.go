@@ -139,7 +139,7 @@ func (d *rdec) done() error {
 // more), so that an AppendEntries is encoded into one allocation rather
 // than grown by doubling through its entries.
 func requestSize(cmd any) int {
-	n := 64
+	n := 9 * binary.MaxVarintLen64 // the fixed fields and the lengths, at their longest
 	if r, ok := cmd.(*raft.AppendEntriesRequest); ok {
 		n += len(r.RPCHeader.ID) + len(r.RPCHeader.Addr) + len(r.Leader)
 		for _, l := range r.Entries {

@@ -60,7 +60,7 @@ func newCollector(b *server.Server) *collector {
 		raftRolls:           d("warren_raft_log_rolls_total", "Switches of the Raft log to a new segment"),
 		raftRollsUnprepared: d("warren_raft_log_rolls_unprepared_total", "Switches of the Raft log to a new segment that found no spare ready"),
 		raftRollSeconds:     d("warren_raft_log_roll_seconds_total", "Time the Raft log's committer spent switching segments"),
-		raftCopied:          d("warren_raft_log_copied_entries_total", "Live Raft log entries copied out of a mostly dead segment"),
+		raftCopied:          d("warren_raft_log_copied_entries_total", "Live Raft log entries copied to the log's head so that the oldest segment can go"),
 	}
 }
 
