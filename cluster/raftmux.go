@@ -551,6 +551,9 @@ func (s *raftServer) heartbeat(t *GroupTransport, id uint64, cmd any, hb func(ra
 
 // serve hands j to its group's raft and writes the answer.
 func (s *raftServer) serve(t *GroupTransport, j laneJob) {
+	if ae, ok := j.cmd.(*raft.AppendEntriesRequest); ok && !s.commitFirst(t, ae) {
+		return
+	}
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: j.cmd, RespChan: respCh}
 	select {
@@ -569,6 +572,43 @@ func (s *raftServer) serve(t *GroupTransport, j laneJob) {
 	case <-t.closed:
 		s.reply(j.id, raftError, []byte(raft.ErrTransportShutdown.Error()), false)
 	case <-s.done:
+	}
+}
+
+// commitFirst tells raft the commit index an AppendEntries carries
+// before raft stores the entries it carries. A follower raft learns that
+// entries are committed from the AppendEntries after them, and acts on
+// that only once it has stored (and synced) the new entries of that
+// request too; so a follower's consumers got each message a sync later
+// than the leader's. An AppendEntries of nothing with the same term,
+// leader and previous entry, and a commit index no later than that
+// previous entry, is one the leader could have sent itself (raft sends
+// one to a follower it has nothing new for): raft checks the previous
+// entry as usual and applies up to it, which is all stored here and
+// matches the leader's log. Sent only when it commits something the
+// last request did not (t.hinted). It reports false if the group or
+// connection closed meanwhile.
+func (s *raftServer) commitFirst(t *GroupTransport, ae *raft.AppendEntriesRequest) bool {
+	n := len(ae.Entries)
+	if n == 0 {
+		return true
+	}
+	c := min(ae.LeaderCommitIndex, ae.PrevLogEntry)
+	hinted := t.hinted.Load()
+	t.hinted.Store(max(hinted, min(ae.LeaderCommitIndex, ae.Entries[n-1].Index)))
+	if c <= hinted {
+		return true
+	}
+	h := *ae
+	h.Entries = nil
+	h.LeaderCommitIndex = c
+	select {
+	case t.consume <- raft.RPC{Command: &h, RespChan: make(chan raft.RPCResponse, 1)}:
+		return true
+	case <-t.closed:
+		return true // serve answers the request with the shutdown error
+	case <-s.done:
+		return false
 	}
 }
 

@@ -49,7 +49,7 @@ func TestRaftLinkLanes(t *testing.T) {
 	go func() {
 		var resp raft.AppendEntriesResponse
 		appended <- ta.AppendEntries("n2", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2, PrevLogEntry: 1, PrevLogTerm: 1,
-			Entries: []*raft.Log{{Index: 2, Term: 2, Type: raft.LogCommand, Data: []byte("x")}}, LeaderCommitIndex: 1}, &resp)
+			Entries: []*raft.Log{{Index: 2, Term: 2, Type: raft.LogCommand, Data: []byte("x")}}}, &resp)
 	}()
 	var held raft.RPC
 	select {
@@ -129,14 +129,73 @@ func TestLimitCommit(t *testing.T) {
 		go func() {
 			done <- ta.AppendEntries("n2", raft.ServerAddress(b.Addr()), req, &raft.AppendEntriesResponse{})
 		}()
-		select {
-		case rpc := <-tb.Consumer():
-			if got := rpc.Command.(*raft.AppendEntriesRequest).LeaderCommitIndex; got != tc.want {
-				t.Fatalf("commit %d with durable %d: the follower was told %d, want %d", tc.commit, tc.durable, got, tc.want)
+		for answered := false; !answered; {
+			select {
+			case rpc := <-tb.Consumer():
+				got := rpc.Command.(*raft.AppendEntriesRequest)
+				// The commit index told first, ahead of the entries
+				// (commitFirst), is bound by the limit too.
+				answered = len(got.Entries) == tc.entries
+				if got.LeaderCommitIndex > tc.want || answered && got.LeaderCommitIndex != tc.want {
+					t.Fatalf("commit %d with durable %d: the follower was told %d, want %d", tc.commit, tc.durable, got.LeaderCommitIndex, tc.want)
+				}
+				rpc.Respond(&raft.AppendEntriesResponse{Term: 2, Success: true}, nil)
+			case <-time.After(20 * time.Second):
+				t.Fatal("no AppendEntries")
 			}
-			rpc.Respond(&raft.AppendEntriesResponse{Term: 2, Success: true}, nil)
-		case <-time.After(20 * time.Second):
-			t.Fatal("no AppendEntries")
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCommitFirst: an AppendEntries whose commit index covers entries
+// the follower stored before it reaches the follower's raft in two: an
+// AppendEntries of nothing with that commit index (up to the request's
+// previous entry, no later) and the same term, leader and previous
+// entry, then the request itself; a request that commits nothing new
+// goes alone.
+func TestCommitFirst(t *testing.T) {
+	a, b, ta, tb := linkPair(t, "first")
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte(a.Addr())}
+	for i, tc := range []struct {
+		prev, commit, first uint64 // first: the commit index told first, 0 none
+		entries             int
+	}{
+		{prev: 10, commit: 12, first: 10, entries: 3}, // 11..13
+		{prev: 13, commit: 13, first: 13, entries: 1}, // the last request committed up to 12
+		{prev: 14, commit: 13, entries: 1},            // 13: told already
+		{prev: 15, commit: 15, entries: 0},            // nothing to store: as it is
+		{prev: 15, commit: 16, first: 15, entries: 2},
+	} {
+		req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Leader: []byte(a.Addr()), PrevLogEntry: tc.prev, PrevLogTerm: 3, LeaderCommitIndex: tc.commit}
+		for k := range tc.entries {
+			req.Entries = append(req.Entries, &raft.Log{Index: tc.prev + 1 + uint64(k), Term: 3, Type: raft.LogCommand})
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- ta.AppendEntries("n2", raft.ServerAddress(b.Addr()), req, &raft.AppendEntriesResponse{})
+		}()
+		next := func() *raft.AppendEntriesRequest {
+			select {
+			case rpc := <-tb.Consumer():
+				rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil)
+				return rpc.Command.(*raft.AppendEntriesRequest)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("request %d: no AppendEntries", i)
+				return nil
+			}
+		}
+		got := next()
+		if tc.first != 0 {
+			if len(got.Entries) != 0 || got.LeaderCommitIndex != tc.first || got.PrevLogEntry != tc.prev || got.PrevLogTerm != 3 || got.Term != 3 || string(got.Leader) != a.Addr() {
+				t.Fatalf("request %d: first %+v, want no entries, commit %d, previous entry %d of term 3", i, got, tc.first, tc.prev)
+			}
+			got = next()
+		}
+		if len(got.Entries) != tc.entries || got.LeaderCommitIndex != tc.commit {
+			t.Fatalf("request %d: got %d entries and commit %d, want the request (%d, %d)", i, len(got.Entries), got.LeaderCommitIndex, tc.entries, tc.commit)
 		}
 		if err := <-done; err != nil {
 			t.Fatal(err)

@@ -62,6 +62,7 @@ type GroupTransport struct {
 	hb   func(raft.RPC)
 
 	commitLimit atomic.Pointer[func() uint64] // LimitCommit's
+	hinted      atomic.Uint64                 // the commit index raft was last told, at most (raftServer.commitFirst)
 
 	seenMu sync.Mutex
 	seen   map[raft.ServerAddress]heartbeatSeen // each follower's last heartbeat answer (answerHeartbeat)
