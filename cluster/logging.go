@@ -19,6 +19,16 @@ func newHCLog(log zerolog.Logger) hclog.Logger {
 	if log.GetLevel() <= zerolog.DebugLevel {
 		level = hclog.Trace
 	}
+	return NewRaftLogger(log, level)
+}
+
+// NewRaftLogger is an hclog.Logger for raft groups that writes raft's
+// lines from level up into log, as the metadata group's are: raft's
+// errors (mostly a peer it cannot reach, which the membership log names
+// in its own words) as warnings, and a message raft repeats (every retry,
+// or once per group when many groups lose the same peer) at most once
+// per 10 s.
+func NewRaftLogger(log zerolog.Logger, level hclog.Level) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "raft",
 		Level:      level,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/amqp"
@@ -55,6 +56,9 @@ func quorumGroupName(gid uint64) string { return fmt.Sprintf("q%x", gid) }
 func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 	c.NodeID = s.cfg.Cluster.NodeName
 	c.Timeout = 1500 * time.Millisecond
+	// When a node dies, every group it was a member of fails to reach
+	// it: one rate-limited warning, not an error per group and retry.
+	c.RaftLogger = cluster.NewRaftLogger(s.log, hclog.Error).Named("quorum")
 	c.Transport = func(gid uint64) (raft.ServerAddress, raft.Transport, error) {
 		n := s.cluster
 		if n == nil {

@@ -44,6 +44,10 @@ type Config struct {
 	Store persist.Store
 	// Log reports failures that have no caller to return to.
 	Log func(err error, msg string)
+	// RaftLogger, when set, is what every group's raft logs through
+	// (shared: a cluster's node writes a line raft repeats for many
+	// groups once); else raft's errors go to Log.
+	RaftLogger hclog.Logger
 	// Now is the clock the leader proposes (default time.Now).
 	Now queue.Clock
 	// NodeID names this node in the groups (default "local").
@@ -363,7 +367,9 @@ func (t *Type) raftConfig() *raft.Config {
 	// back with no voter. Recover waits for the election instead.
 	c.NoLegacyTelemetry = true
 	c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: io.Discard})
-	if t.cfg.Log != nil {
+	if t.cfg.RaftLogger != nil {
+		c.Logger = t.cfg.RaftLogger
+	} else if t.cfg.Log != nil {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: logWriter{t}})
 	}
 	return c
