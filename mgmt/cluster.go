@@ -1,10 +1,12 @@
 package mgmt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/warrenmq/warren/server"
@@ -14,7 +16,8 @@ import (
 // with RabbitMQ's fields, asking each running one for its own figures over
 // the cluster's RPC channel ("mgmt.node"); a node that does not answer is
 // listed as RabbitMQ lists a stopped one. /api/cluster is Warren's: the
-// members, whether each runs, and the metadata group's leader.
+// members, whether each runs, the metadata group's leader, and every
+// quorum queue's leader and replicas.
 
 const (
 	nodeMethod  = "mgmt.node"
@@ -63,16 +66,46 @@ type clusterJSON struct {
 	Node           string              `json:"node"` // the node answering
 	MetadataLeader string              `json:"metadata_leader"`
 	Nodes          []clusterMemberJSON `json:"nodes"`
+	QuorumQueues   []quorumReplicaJSON `json:"quorum_queues"`
+}
+
+// quorumReplicaJSON is a quorum queue's leader and replicas, as
+// /api/queues gives them (online: the members whose nodes run).
+type quorumReplicaJSON struct {
+	VHost   string   `json:"vhost"`
+	Name    string   `json:"name"`
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
+	Online  []string `json:"online"`
 }
 
 func (s *Server) getCluster(q *request) error {
-	c := clusterJSON{ClusterName: s.broker.ClusterName(), Node: s.broker.NodeName(), Nodes: []clusterMemberJSON{}}
+	node := s.broker.NodeName()
+	c := clusterJSON{ClusterName: s.broker.ClusterName(), Node: node, Nodes: []clusterMemberJSON{}, QuorumQueues: []quorumReplicaJSON{}}
 	for _, m := range s.broker.ClusterStatus() {
 		c.Nodes = append(c.Nodes, clusterMemberJSON{Name: m.Name, Address: m.Addr, Running: m.Running, Voter: m.Voter, MetadataLeader: m.Leader})
 		if m.Leader {
 			c.MetadataLeader = m.Name
 		}
 	}
+	qs, err := s.broker.Queues("")
+	if err != nil {
+		return err
+	}
+	for _, qi := range qs {
+		if qi.Type != "quorum" {
+			continue
+		}
+		r := quorumReplicaJSON{VHost: qi.VHost, Name: qi.Name, Leader: qi.Leader, Members: qi.Members, Online: qi.Online}
+		if r.Members == nil {
+			// A single node's quorum queue: its one replica is here.
+			r.Leader, r.Members, r.Online = node, []string{node}, []string{node}
+		}
+		c.QuorumQueues = append(c.QuorumQueues, r)
+	}
+	slices.SortFunc(c.QuorumQueues, func(a, b quorumReplicaJSON) int {
+		return cmp.Or(cmp.Compare(a.VHost, b.VHost), cmp.Compare(a.Name, b.Name))
+	})
 	return q.reply(c)
 }
 

@@ -2,6 +2,7 @@ package mgmt_test
 
 import (
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,4 +99,33 @@ func TestClusterNodes(t *testing.T) {
 		t.Fatalf("/api/nodes/n3: %v", one)
 	}
 	envs[0].expect("GET", "/api/nodes/nosuch", nil, 404)
+
+	// A quorum queue declared on n1 is listed by every node's
+	// /api/cluster with its leader and three replicas, all online.
+	envs[0].expect("PUT", "/api/queues/%2F/orders", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "quorum"}}, 201)
+	envs[0].expect("PUT", "/api/queues/%2F/plain", map[string]any{"durable": true}, 201)
+	var qc struct {
+		QuorumQueues []struct {
+			VHost   string   `json:"vhost"`
+			Name    string   `json:"name"`
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+			Online  []string `json:"online"`
+		} `json:"quorum_queues"`
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		envs[2].getJSON("/api/cluster", &qc)
+		if len(qc.QuorumQueues) == 1 && len(qc.QuorumQueues[0].Online) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/cluster on n3 does not list the quorum queue with three replicas online: %+v", qc)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	q := qc.QuorumQueues[0]
+	if q.VHost != "/" || q.Name != "orders" || q.Leader != "n1" || strings.Join(q.Members, ",") != "n1,n2,n3" {
+		t.Fatalf("/api/cluster's quorum queue: %+v", q)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,12 +13,13 @@ import (
 
 // clusterStatusCmd is rabbitmqctl cluster_status: the cluster's name, its
 // nodes and the running ones, as RabbitMQ 3.10 prints them (without its
-// bold headings), and Warren's metadata leader, from /api/cluster;
-// --formatter json prints that object.
+// bold headings), and Warren's metadata leader, cluster listeners and
+// quorum queues (leader, replicas, the replicas whose nodes run), from
+// /api/cluster; --formatter json prints that object.
 func (c *cli) clusterStatusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "cluster_status",
-		Short: "rabbitmqctl cluster_status: the cluster's nodes, which run, and the metadata group's leader",
+		Short: "rabbitmqctl cluster_status: the cluster's nodes, which run, the metadata group's leader and the quorum queues' leaders and replicas",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if c.formatter == "json" {
@@ -37,6 +39,13 @@ func (c *cli) clusterStatusCmd() *cobra.Command {
 					Address string `json:"address"`
 					Running bool   `json:"running"`
 				} `json:"nodes"`
+				QuorumQueues []struct {
+					VHost   string   `json:"vhost"`
+					Name    string   `json:"name"`
+					Leader  string   `json:"leader"`
+					Members []string `json:"members"`
+					Online  []string `json:"online"`
+				} `json:"quorum_queues"`
 			}
 			if err := c.client().get(path("cluster"), &st); err != nil {
 				return err
@@ -69,6 +78,13 @@ func (c *cli) clusterStatusCmd() *cobra.Command {
 				}
 			}
 			writeLines(w, ls)
+			fmt.Fprint(w, "\nQuorum queues\n\n")
+			var qs []string
+			for _, q := range st.QuorumQueues {
+				qs = append(qs, fmt.Sprintf("Vhost: %s, queue: %s, leader: %s, members: %s, online: %s",
+					q.VHost, q.Name, cmp.Or(q.Leader, "(none)"), strings.Join(q.Members, ", "), strings.Join(q.Online, ", ")))
+			}
+			writeLines(w, qs)
 			return nil
 		},
 	}

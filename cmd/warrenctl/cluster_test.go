@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,16 @@ func TestClusterStatus(t *testing.T) {
 	}
 	if !strings.Contains(out, "Cluster listeners\n\n(none)") {
 		t.Fatalf("a single node has no cluster listener:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "Quorum queues\n\n(none)\n") {
+		t.Fatalf("no quorum queue yet:\n%s", out)
+	}
+	ctl(t, base, "declare", "queue", "orders", "--arg", "x-queue-type=quorum")
+	ctl(t, base, "declare", "queue", "plain")
+	out = ctl(t, base, "cluster_status")
+	want := fmt.Sprintf("Quorum queues\n\nVhost: /, queue: orders, leader: %s, members: %s, online: %s\n", node, node, node)
+	if !strings.HasSuffix(out, want) {
+		t.Fatalf("cluster_status does not end with %q:\n%s", want, out)
 	}
 	var c struct {
 		Node  string `json:"node"`
