@@ -342,6 +342,9 @@ func flagError(err error, from origins) error {
 			return fmt.Errorf("--cluster-seeds, --cluster-join and --cluster-tls-* need %s", name)
 		}
 	case "Cluster.Secret":
+		if masked, _ := ce.Value.(string); masked != "" {
+			return fmt.Errorf("%s needs a secret of at least %d characters; %s has %d", from.name("cluster-listen"), cluster.MinSecretLen, name, len(masked))
+		}
 		return fmt.Errorf("%s needs %s (or WARREN_CLUSTER_SECRET) of at least %d characters", from.name("cluster-listen"), name, cluster.MinSecretLen)
 	case "Cluster.TLS.Cert", "Cluster.TLS.Key", "Cluster.TLS.CA":
 		if ce.Value == "" {

@@ -122,7 +122,7 @@ func TestBadValuesRefused(t *testing.T) {
 		{[]string{"--tls-listen", "127.0.0.1:0"}, []string{"--tls-listen", "--tls-cert"}},
 		{[]string{"--max-connections", "-1"}, []string{"--max-connections", "-1", "0 or more"}},
 		{[]string{"--cluster-listen", "127.0.0.1:25672"}, []string{"--cluster-listen needs --cluster-secret", "WARREN_CLUSTER_SECRET"}},
-		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "short"}, []string{"--cluster-secret", "at least 8"}},
+		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "short"}, []string{"needs a secret of at least 8 characters; --cluster-secret has 5"}},
 		{[]string{"--cluster-seeds", "127.0.0.1:25672"}, []string{"need --cluster-listen"}},
 		{[]string{"--cluster-seeds", "127.0.0.1:25672,nowhere"}, []string{"-cluster-seeds", `\"nowhere\"`, "HOST:PORT"}},
 		{[]string{"--cluster-listen", "127.0.0.1:25672", "--cluster-secret", "long-enough", "--node-name", "a,b"}, []string{"--node-name", "a,b", "without spaces or commas"}},
