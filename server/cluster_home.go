@@ -8,6 +8,7 @@ import (
 
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/queue/quorum"
 )
 
 // The home side of the queue RPCs (cluster_remote.go has the other): a
@@ -506,7 +507,11 @@ func (h *homeSide) handleStats(_ context.Context, _ string, req []byte) ([]byte,
 	if q == nil {
 		return json.Marshal(queue.Stats{})
 	}
-	return json.Marshal(q.Stats())
+	st := homeStats{Stats: q.Stats()}
+	if qq, ok := q.(*quorum.Queue); ok {
+		st.Leader = qq.LeaderNode()
+	}
+	return json.Marshal(st)
 }
 
 func (h *homeSide) handlePurge(_ context.Context, _ string, req []byte) ([]byte, error) {

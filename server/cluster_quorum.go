@@ -406,10 +406,12 @@ func (s *Server) replicaInfo(v *vhost, q queue.Queue, qi *QueueInfo) {
 			v.mu.RUnlock()
 		}
 	case *remoteQueue:
-		// A node without a replica: the members are the record's.
+		// A node without a replica: the members are the record's, the
+		// leader the one its member named (queueInfo's Stats just asked).
 		if qq.typ != s.remote.quorumType {
 			return
 		}
+		qi.Leader = qq.lastLeader()
 		v.mu.RLock()
 		if r := v.replicas[qq.decl.Name]; r != nil {
 			members = slices.Clone(r.members)

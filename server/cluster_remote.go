@@ -196,6 +196,9 @@ type remoteQueue struct {
 	mu        sync.Mutex // a queue's lock: before a channel's
 	consumers map[uint64]*remoteConsumer
 	deleted   bool
+	// leader: a quorum queue's leader as the member this stand-in
+	// forwards to named it in its last Stats answer ("" before one).
+	leader string
 }
 
 // remoteConsumer is a consumer of this node attached to a remote queue.
@@ -533,18 +536,34 @@ func (q *remoteQueue) queueReq() []byte {
 	return w.b
 }
 
+// homeStats is the home's answer to "warren.stats": the queue's Stats
+// and, for a quorum queue's replica, its group's leader as the replica
+// knows it (a node of an earlier build sends the Stats alone).
+type homeStats struct {
+	queue.Stats
+	Leader string `json:",omitempty"`
+}
+
 // Stats asks the home; zero when it does not answer.
 func (q *remoteQueue) Stats() queue.Stats {
 	out, err := q.call("warren.stats", q.queueReq())
 	if err != nil {
 		return queue.Stats{}
 	}
-	var st queue.Stats
+	var st homeStats
 	json.Unmarshal(out, &st)
 	q.mu.Lock()
 	st.Consumers = max(st.Consumers, len(q.consumers))
+	q.leader = st.Leader
 	q.mu.Unlock()
-	return st
+	return st.Stats
+}
+
+// lastLeader is a quorum queue's leader as its member last named it.
+func (q *remoteQueue) lastLeader() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.leader
 }
 
 // DeclareCounts implements queue.DeclareCounter: a quorum queue's

@@ -46,6 +46,13 @@ func TestQuorumCountsFromLeader(t *testing.T) {
 				}
 			}
 			t.Logf("members %v: publishing on %s, counting on %s", members, pub.name, other.name)
+			// Every node's management API names the leader, also the
+			// one without a replica (it asks the member it forwards to).
+			for _, nd := range c.nodes {
+				if l := c.queueLeader(nd, name); l != "n1" {
+					t.Errorf("GET /api/queues on %s: leader %q, want n1", nd.name, l)
+				}
+			}
 
 			pch := c.channel(pub)
 			if err := pch.Confirm(false); err != nil {
