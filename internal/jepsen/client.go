@@ -116,10 +116,15 @@ func (p *Publisher) session(ctx context.Context, t Target) error {
 			p.History.Settle(id, Unknown)
 		}
 	}()
+	// A closed channel closes returns too (its confirms may still be
+	// buffered in confirms): nothing more to drain then.
 	drainReturns := func() {
 		for {
 			select {
-			case r := <-returns:
+			case r, ok := <-returns:
+				if !ok {
+					return
+				}
 				returned[string(r.Body)] = true
 			default:
 				return
