@@ -417,6 +417,8 @@ var jepsenScenarios = []struct {
 	{"PartitionMetaLeader", true, false, partitionMetaLeader},
 	{"PauseMetaLeader", false, false, pauseMetaLeader},
 	{"WipeAndRejoin", false, false, wipeAndRejoin},
+	{"KillAll", false, false, killAll},
+	{"RollingRestart", false, false, rollingRestart},
 }
 
 // kindsName names a set of kinds: "classic+quorum".
