@@ -140,12 +140,12 @@ func parseRecord(rec []byte, copied bool) (*queue.Message, error) {
 }
 
 // stored reads m's body from where this replica keeps it: its body file,
-// or its log entry.
+// or its log entry (through q.reader). q.mu is held.
 func (q *Queue) stored(m *msg) (*queue.Message, error) {
 	if m.ref != nil {
 		return m.ref.read()
 	}
-	return q.readBody(m.idx, m.pos)
+	return q.reader.message(q, m.idx, m.pos)
 }
 
 // bodyFiles are one group's body files.

@@ -37,3 +37,17 @@ func Bodies(q *Queue) ([]string, error) {
 	})
 	return out, err
 }
+
+// EntryLoads is how many log entries q read messages back from, and how
+// many entries its messages not cached in memory are in.
+func EntryLoads(q *Queue) (loads, entries int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	idx := map[uint64]bool{}
+	each(q.m, func(m *msg) {
+		if m.body == nil && m.ref == nil {
+			idx[m.idx] = true
+		}
+	})
+	return q.reader.loads, len(idx)
+}

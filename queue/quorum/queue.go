@@ -66,6 +66,7 @@ type Queue struct {
 	expiryAt   int64
 	lastUse    time.Time
 	idle       *time.Timer
+	reader     entryReader // the log entry messages were read back from last
 
 	nudger  cluster.Nudger // a replicated group's followers hear of what is applied at once
 	compact compactor      // snapshots sooner while the queue is near empty (compact.go)
@@ -714,6 +715,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	held := q.m.readyN + len(q.m.out)
+	if q.m.readyN == 0 {
+		q.reader.reset() // nothing left to read back for now
+	}
 	// Proposed before mu is released: a Kick (which clears refusing
 	// under mu, then proposes its opUnblock) must come after the
 	// opUnassign that blocks the consumer, or the consumer stays blocked
@@ -843,40 +847,11 @@ func (q *Queue) body(m *msg) *queue.Message {
 	return b
 }
 
-// readBody reads the message of the command at pos of log entry idx.
+// readBody reads the message of the command at pos of log entry idx
+// (without q.reader: for a caller that does not hold q.mu).
 func (q *Queue) readBody(idx uint64, pos uint32) (*queue.Message, error) {
-	var l raft.Log
-	if err := q.logs.GetLog(idx, &l); err != nil {
-		return nil, fmt.Errorf("group %d entry %d: %w", q.gid, idx, err)
-	}
-	return messageAt(q.gid, idx, l.Data, pos)
-}
-
-// messageAt decodes the message of the command at pos of entry idx's
-// data (group gid's, for the error).
-func messageAt(gid, idx uint64, data []byte, pos uint32) (*queue.Message, error) {
-	d := &decoder{b: data}
-	d.u8()
-	d.i64()
-	d.u64()
-	n := d.u32()
-	for p := uint32(0); p < n && d.err == nil; p++ {
-		op := d.u8()
-		d.u64()
-		if op != opEnqueue {
-			skip(op, d)
-			continue
-		}
-		ex, rk, props, b := d.str(), d.str(), d.bytes(), d.bytes()
-		if p == pos {
-			// A copy: the entry's buffer is not kept for one message.
-			buf := make([]byte, len(props)+len(b))
-			copy(buf, props)
-			copy(buf[len(props):], b)
-			return queue.NewStored(ex, rk, buf[:len(props):len(props)], buf[len(props):], 0), nil
-		}
-	}
-	return nil, fmt.Errorf("group %d entry %d has no message at %d", gid, idx, pos)
+	var r entryReader
+	return r.message(q, idx, pos)
 }
 
 // skip passes over a command's fields.

@@ -92,3 +92,64 @@ func TestRecover(t *testing.T) {
 		}
 	}
 }
+
+// A backlog read back from the log (past the body cache's 16,384
+// messages) reads each log entry once, not once per message: an entry
+// holds a proposer's whole batch.
+func TestBacklogReadsEachEntryOnce(t *testing.T) {
+	dir := t.TempDir()
+	limits := queue.Limits{MaxLength: -1, MaxLengthBytes: -1}
+	decl := queue.Decl{VHost: "/", Name: "backlog", Durable: true}
+	typ := quorum.NewType(quorum.Config{Dir: dir})
+	x, err := typ.New(decl, limits, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	done := make(chan error, n)
+	for i := range n {
+		q := []queue.Queue{x}
+		typ.Publish(&queue.Message{Body: []byte(fmt.Sprint(i)), Persistent: true}, q, nil, func(err error) { done <- err })
+	}
+	for range n {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no confirm")
+		}
+	}
+	gid := x.(*quorum.Queue).GroupID()
+	typ.Close()
+
+	typ = quorum.NewType(quorum.Config{Dir: dir})
+	defer typ.Close()
+	decl.ID = gid
+	rq, _, err := typ.Recover(decl, limits, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := rq.(*quorum.Queue)
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_, entries := quorum.EntryLoads(q)
+	got, err := quorum.Bodies(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || got[0] != "0" || got[n-1] != fmt.Sprint(n-1) {
+		t.Fatalf("read back %d messages (%q ... %q), want %d in order", len(got), got[0], got[len(got)-1], n)
+	}
+	for i, b := range got {
+		if b != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q", i, b)
+		}
+	}
+	if loads, _ := quorum.EntryLoads(q); entries == 0 || loads != entries {
+		t.Fatalf("%d log entries read for %d messages in %d entries, want one read per entry", loads, n, entries)
+	}
+	t.Logf("%d messages in %d entries", n, entries)
+}

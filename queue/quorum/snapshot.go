@@ -727,20 +727,10 @@ func (s *sendingSnapshots) spool(r io.Reader) (*spooled, error) {
 	}
 	// Messages of one entry are next to each other: the entry is read
 	// once for all of them.
-	var lastIdx uint64
-	var lastData []byte
+	var er entryReader
 	src := bodySource{
-		message: func(idx uint64, pos uint32) (*queue.Message, error) {
-			if lastData == nil || idx != lastIdx {
-				var l raft.Log
-				if err := s.q.logs.GetLog(idx, &l); err != nil {
-					return nil, fmt.Errorf("group %d entry %d: %w", s.q.gid, idx, err)
-				}
-				lastIdx, lastData = idx, l.Data
-			}
-			return messageAt(s.q.gid, idx, lastData, pos)
-		},
-		file: s.q.bodies.open,
+		message: func(idx uint64, pos uint32) (*queue.Message, error) { return er.message(s.q, idx, pos) },
+		file:    s.q.bodies.open,
 	}
 	if err := expand(f, r, src, newPID()); err != nil {
 		return fail(err)
