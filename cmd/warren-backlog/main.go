@@ -55,6 +55,7 @@ func main() {
 	jsonOut := flag.String("json", "", "write the result as JSON to FILE")
 	queues := flag.Int("queues", 1, "spread the messages over this many queues (<queue>-<i> when more than one)")
 	fillOnly := flag.Bool("fill-only", false, "publish, then stop: keep the queues and their messages (for restart tests)")
+	queueType := flag.String("queue-type", "", "x-queue-type of the queues: classic, quorum (empty: the broker's default)")
 	progressMode := flag.String("progress", progress.Auto, "progress on stderr: auto (live on a terminal, a line every 5 s otherwise), plain or off")
 	flag.Parse()
 	check(progress.CheckMode(*progressMode))
@@ -78,7 +79,11 @@ func main() {
 		}
 	}
 	for _, name := range names {
-		_, err = ch.QueueDeclare(name, true, false, false, false, nil)
+		var args amqp.Table
+		if *queueType != "" {
+			args = amqp.Table{"x-queue-type": *queueType}
+		}
+		_, err = ch.QueueDeclare(name, true, false, false, false, args)
 		check(err)
 		_, err = ch.QueuePurge(name, false)
 		check(err)
