@@ -157,7 +157,10 @@ type Consumer interface {
 	// Deliver offers e from q. It returns Refused, taking nothing, when
 	// the consumer cannot take a message now (no prefetch credit, flow
 	// stopped, its connection's outbound buffer is full); the queue then
-	// tries the next consumer and waits for a Kick. Pending means the
+	// tries the next consumer and waits for a Kick (a quorum queue keeps
+	// what a consumer with a prefetch refused checked out to it, and
+	// offers it again at the Kick, as RabbitMQ's channel keeps what its
+	// quorum queue sent it). Pending means the
 	// delivery awaits a Settle; Settled means it needs none (no-ack). ctx
 	// is what the caller of Kick or Type.Publish passed: the broker's way
 	// to let a publisher's goroutine write another connection's socket.

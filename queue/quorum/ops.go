@@ -76,6 +76,7 @@ func (q *Queue) reattach(old uint64) {
 	q.nextKey++
 	lc.key = q.pid + q.nextKey
 	lc.refusing = false
+	lc.held = nil // the detach gave it back
 	q.consumers[lc.key] = lc
 	q.mu.Unlock()
 	q.typ.logErr(errDetachedLive, fmt.Sprintf("quorum queue %q: consumer %q: attaching it again", q.decl.Name, lc.tag))
@@ -110,6 +111,12 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	}
 	op := uint8(opDetach) // a no-ack consumer holds nothing: what comes meanwhile goes back
 	if key != 0 {
+		if lc := q.consumers[key]; len(lc.held) > 0 {
+			// What it refused never reached its channel: back to the
+			// queue, ahead of its cancel (propose takes only pmu).
+			ids := lc.heldIDs()
+			q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
+		}
 		if !q.consumers[key].noAck {
 			op = opCancel
 			if q.cancelling == nil {
@@ -128,11 +135,15 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 }
 
 // Kick implements queue.Queue: consumers that refused a delivery are
-// unblocked in the machine, which then checks messages out to them.
+// offered what they hold again, or unblocked in the machine, which then
+// checks messages out to them.
 func (q *Queue) Kick(ctx any) {
 	var keys []uint64
 	q.mu.Lock()
 	for k, lc := range q.consumers {
+		if len(lc.held) > 0 {
+			q.deliverHeld(lc, ctx)
+		}
 		if lc.refusing {
 			lc.refusing = false
 			keys = append(keys, k)

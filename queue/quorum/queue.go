@@ -94,10 +94,63 @@ type local struct {
 	c        queue.Consumer
 	noAck    bool
 	refusing bool // it refused; what it is given goes back until a Kick
+	// held: what a consumer with a prefetch refused (its connection's
+	// outbound buffer was full) and was given since, in order, for a Kick
+	// to offer again. It stays checked out to the consumer, so nothing
+	// goes through the log and nothing overtakes it (a refusal given back
+	// to the queue and delivered after the messages checked out in the
+	// meantime broke the queue's order); the prefetch bounds it.
+	held []heldDelivery
 
 	prefetch  int // its attach's arguments, for an attach again (reattach)
 	priority  int
 	exclusive bool
+}
+
+// heldDelivery is a delivery a consumer refused: its body is read back
+// when it is offered again.
+type heldDelivery struct {
+	e queue.Entry
+	m *msg
+}
+
+// holds reports whether lc keeps what it refuses (held) rather than
+// give it back: a consumer with acknowledgements and a prefetch, whose
+// checkouts the prefetch bounds.
+func (lc *local) holds() bool { return !lc.noAck && lc.prefetch > 0 }
+
+// deliverHeld offers lc what it holds, in order, until it refuses again.
+// q.mu is held.
+func (q *Queue) deliverHeld(lc *local, ctx any) {
+	n := 0
+	for _, h := range lc.held {
+		e := h.e
+		if e.Msg == nil {
+			e.Msg = q.body(h.m)
+		}
+		if lc.c.Deliver(q, e, ctx) == queue.Refused {
+			break
+		}
+		q.stats.Deliver++
+		if e.Redelivered {
+			q.stats.Redeliver++
+		}
+		n++
+	}
+	clear(lc.held[:n])
+	lc.held = lc.held[n:]
+	if len(lc.held) == 0 {
+		lc.held = nil
+	}
+}
+
+// heldIDs are the ids of what lc holds.
+func (lc *local) heldIDs() []uint64 {
+	ids := make([]uint64, len(lc.held))
+	for i, h := range lc.held {
+		ids[i] = h.e.Seq
+	}
+	return ids
 }
 
 // waiter is a proposal's caller.
@@ -668,12 +721,20 @@ func (f *fsm) Apply(l *raft.Log) any {
 				back = addBack(back, lc.key, d.e.Seq)
 				continue
 			}
+			if len(lc.held) > 0 {
+				lc.held = append(lc.held, heldDelivery{d.e, d.m}) // behind what it refused
+				continue
+			}
 			e := d.e
 			if e.Msg == nil {
 				e.Msg = q.body(d.m)
 			}
 			switch lc.c.Deliver(q, e, nil) {
 			case queue.Refused:
+				if lc.holds() {
+					lc.held = append(lc.held, heldDelivery{d.e, d.m})
+					break
+				}
 				lc.refusing = true
 				back = addBack(back, lc.key, e.Seq)
 			case queue.Pending:
@@ -709,7 +770,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var live []uint64
 	if !replayed && !q.deleted && !q.stopped {
 		for _, k := range fx.detached {
-			if q.consumers[k] != nil {
+			if lc := q.consumers[k]; lc != nil {
+				lc.held = nil // the detach gave it back
 				live = append(live, k)
 			}
 		}
