@@ -158,15 +158,26 @@ type Consumer interface {
 	// the consumer cannot take a message now (no prefetch credit, flow
 	// stopped, its connection's outbound buffer is full); the queue then
 	// tries the next consumer and waits for a Kick (a quorum queue keeps
-	// what a consumer with a prefetch refused checked out to it, and
-	// offers it again at the Kick, as RabbitMQ's channel keeps what its
-	// quorum queue sent it). Pending means the
+	// what a Busy consumer refused checked out to it, and offers it
+	// again at the Kick). Pending means the
 	// delivery awaits a Settle; Settled means it needs none (no-ack). ctx
 	// is what the caller of Kick or Type.Publish passed: the broker's way
 	// to let a publisher's goroutine write another connection's socket.
 	// Deliver is called with the queue's lock held, so it must not call
 	// back into the queue.
 	Deliver(q Queue, e Entry, ctx any) Outcome
+}
+
+// Busy is a consumer that can tell why it refused its last delivery.
+// RefusedBusy reports that it refused only because its connection cannot
+// take more for now (its outbound buffer is full, its channel's flow is
+// stopped), not for want of credit: it takes what it refused at its next
+// Kick, so a queue may keep it for it rather than give it to another
+// consumer (a quorum queue does, as RabbitMQ's channel keeps what its
+// quorum queue sent it, and so keeps its order). Called, like Deliver,
+// under the queue's lock, right after the refused Deliver.
+type Busy interface {
+	RefusedBusy() bool
 }
 
 // Outcome is a consumer's answer to Deliver.

@@ -87,6 +87,16 @@ type consumer struct {
 	noAck     bool
 	exclusive bool
 	credit    ack.ConsumerCredit // guarded by ch.mu
+	// busy: its last Deliver was refused for a full outbound buffer or
+	// a stopped flow (queue.Busy); guarded by ch.mu.
+	busy bool
+}
+
+// RefusedBusy implements queue.Busy.
+func (k *consumer) RefusedBusy() bool {
+	k.ch.mu.Lock()
+	defer k.ch.mu.Unlock()
+	return k.busy
 }
 
 func newChannel(c *conn, id uint16) *channel {
@@ -98,7 +108,12 @@ func (k *consumer) Deliver(q queue.Queue, e queue.Entry, ctx any) queue.Outcome 
 	ch := k.ch
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closed || !ch.flowActive || ch.c.stopped.Load() {
+	k.busy = false
+	if ch.closed || ch.c.stopped.Load() {
+		return queue.Refused
+	}
+	if !ch.flowActive {
+		k.busy = true
 		return queue.Refused
 	}
 	if !k.noAck && (!ch.credit.Room(&k.credit) || ch.c.unackedFull()) {
@@ -108,6 +123,7 @@ func (k *consumer) Deliver(q queue.Queue, e queue.Entry, ctx any) queue.Outcome 
 	out.mu.Lock()
 	defer out.mu.Unlock()
 	if out.isFullLocked() {
+		k.busy = !out.closed
 		return queue.Refused
 	}
 	ch.nextTag++

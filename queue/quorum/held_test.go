@@ -12,9 +12,10 @@ import (
 
 // gate is a consumer whose connection can be full: shut, it refuses.
 type gate struct {
-	mu   sync.Mutex
-	shut bool
-	got  []string
+	mu    sync.Mutex
+	shut  bool
+	noAck bool
+	got   []string
 }
 
 func (g *gate) Deliver(_ queue.Queue, e queue.Entry, _ any) queue.Outcome {
@@ -24,7 +25,17 @@ func (g *gate) Deliver(_ queue.Queue, e queue.Entry, _ any) queue.Outcome {
 		return queue.Refused
 	}
 	g.got = append(g.got, string(e.Msg.Body))
+	if g.noAck {
+		return queue.Settled
+	}
 	return queue.Pending
+}
+
+// RefusedBusy implements queue.Busy: shut, it is a full connection.
+func (g *gate) RefusedBusy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.shut
 }
 
 func (g *gate) set(shut bool) {
@@ -98,5 +109,51 @@ func TestRefusedHeldInOrder(t *testing.T) {
 		if string(e.Msg.Body) != fmt.Sprint(i) || e.Redelivered {
 			t.Fatalf("get %d after the cancel: %q redelivered=%v", i, e.Msg.Body, e.Redelivered)
 		}
+	}
+}
+
+// A consumer without a prefetch (here no-ack) that refuses while busy
+// keeps what it refused too, and is blocked in the machine until the
+// Kick that delivers it: what comes meanwhile stays ready, and arrives
+// after it, in order.
+func TestRefusedHeldUnboundedInOrder(t *testing.T) {
+	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
+	defer typ.Close()
+	x, err := typ.New(queue.Decl{VHost: "/", Name: "held-noack", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := x.(*quorum.Queue)
+	g := &gate{noAck: true}
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: g, NoAck: true}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 12 {
+		if i == 3 {
+			g.set(true)
+		}
+		publishWait(t, q, fmt.Sprint(i))
+		want = append(want, fmt.Sprint(i))
+	}
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.Ready+st.Unacked != 9 || st.Ready < 8 {
+		t.Fatalf("after refusals: %+v, want 9 not delivered, at most the first refused checked out", st)
+	}
+	g.set(false)
+	q.Kick(nil)
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.bodies(); !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.Ready != 0 || st.Unacked != 0 {
+		t.Fatalf("after the Kick: %+v, want nothing left", st)
 	}
 }

@@ -75,8 +75,7 @@ func (q *Queue) reattach(old uint64) {
 	delete(q.consumers, old)
 	q.nextKey++
 	lc.key = q.pid + q.nextKey
-	lc.refusing = false
-	lc.held = nil // the detach gave it back
+	lc.held, lc.blocked = nil, false // the detach gave it back; the new key is not blocked
 	q.consumers[lc.key] = lc
 	q.mu.Unlock()
 	q.typ.logErr(errDetachedLive, fmt.Sprintf("quorum queue %q: consumer %q: attaching it again", q.decl.Name, lc.tag))
@@ -134,22 +133,24 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 	return false
 }
 
-// Kick implements queue.Queue: consumers that refused a delivery are
-// offered what they hold again, or unblocked in the machine, which then
-// checks messages out to them.
+// Kick implements queue.Queue: consumers that refused deliveries are
+// offered what they hold again, in order; one that was blocked in the
+// machine and took it all is unblocked, and the machine checks messages
+// out to it again.
 func (q *Queue) Kick(ctx any) {
-	var keys []uint64
+	var keys, settled []uint64
 	q.mu.Lock()
 	for k, lc := range q.consumers {
 		if len(lc.held) > 0 {
-			q.deliverHeld(lc, ctx)
+			q.deliverHeld(lc, ctx, &settled)
 		}
-		if lc.refusing {
-			lc.refusing = false
+		if lc.blocked && len(lc.held) == 0 {
+			lc.blocked = false
 			keys = append(keys, k)
 		}
 	}
 	q.mu.Unlock()
+	q.settleNoAck(settled)
 	for _, k := range keys {
 		q.propose(opUnblock, func(e *encoder) { e.u64(k) }, nil)
 	}

@@ -89,18 +89,24 @@ type Queue struct {
 
 // local is one consumer of this node.
 type local struct {
-	key      uint64
-	tag      string
-	c        queue.Consumer
-	noAck    bool
-	refusing bool // it refused; what it is given goes back until a Kick
-	// held: what a consumer with a prefetch refused (its connection's
-	// outbound buffer was full) and was given since, in order, for a Kick
-	// to offer again. It stays checked out to the consumer, so nothing
-	// goes through the log and nothing overtakes it (a refusal given back
-	// to the queue and delivered after the messages checked out in the
-	// meantime broke the queue's order); the prefetch bounds it.
+	key   uint64
+	tag   string
+	c     queue.Consumer
+	noAck bool
+	// held: what the consumer refused while busy (queue.Busy: its
+	// connection's outbound buffer was full, its channel's flow stopped)
+	// and was given since, in order, for a Kick to offer again. It stays
+	// checked out to the consumer: nothing goes back through the log,
+	// where the messages checked out meanwhile overtook it (a refusal
+	// given back to the queue broke the queue's order). A consumer with
+	// a prefetch is bounded by it; any other is blocked in the machine
+	// (an opUnassign of nothing) until the Kick that empties held.
 	held []heldDelivery
+	// blocked: an opUnassign blocked the consumer in the machine (it
+	// refused, busy or not); the Kick that leaves it nothing held
+	// proposes its opUnblock. One refused for want of credit (not busy)
+	// gives back what it is given until then.
+	blocked bool
 
 	prefetch  int // its attach's arguments, for an attach again (reattach)
 	priority  int
@@ -114,26 +120,48 @@ type heldDelivery struct {
 	m *msg
 }
 
-// holds reports whether lc keeps what it refuses (held) rather than
-// give it back: a consumer with acknowledgements and a prefetch, whose
-// checkouts the prefetch bounds.
-func (lc *local) holds() bool { return !lc.noAck && lc.prefetch > 0 }
+// busy reports whether c refused its last delivery only for now
+// (queue.Busy).
+func busy(c queue.Consumer) bool {
+	b, ok := c.(queue.Busy)
+	return ok && b.RefusedBusy()
+}
+
+// bounded reports whether lc's prefetch bounds what is checked out to
+// it: a consumer with acknowledgements and a prefetch.
+func (lc *local) bounded() bool { return !lc.noAck && lc.prefetch > 0 }
+
+// offer offers e to lc and counts it: it reports false when lc refused
+// it (and took nothing); settled gets a no-ack delivery's id. q.mu is
+// held.
+func (q *Queue) offer(lc *local, e queue.Entry, ctx any, settled *[]uint64) bool {
+	switch lc.c.Deliver(q, e, ctx) {
+	case queue.Refused:
+		return false
+	case queue.Pending:
+		q.stats.Deliver++
+		if e.Redelivered {
+			q.stats.Redeliver++
+		}
+	case queue.Settled:
+		q.stats.DeliverNoAck++
+		q.noAckOut++
+		*settled = append(*settled, e.Seq)
+	}
+	return true
+}
 
 // deliverHeld offers lc what it holds, in order, until it refuses again.
 // q.mu is held.
-func (q *Queue) deliverHeld(lc *local, ctx any) {
+func (q *Queue) deliverHeld(lc *local, ctx any, settled *[]uint64) {
 	n := 0
 	for _, h := range lc.held {
 		e := h.e
 		if e.Msg == nil {
 			e.Msg = q.body(h.m)
 		}
-		if lc.c.Deliver(q, e, ctx) == queue.Refused {
+		if !q.offer(lc, e, ctx, settled) {
 			break
-		}
-		q.stats.Deliver++
-		if e.Redelivered {
-			q.stats.Redeliver++
 		}
 		n++
 	}
@@ -142,6 +170,18 @@ func (q *Queue) deliverHeld(lc *local, ctx any) {
 	if len(lc.held) == 0 {
 		lc.held = nil
 	}
+}
+
+// settleNoAck proposes the settlement of no-ack deliveries.
+func (q *Queue) settleNoAck(settled []uint64) {
+	if len(settled) == 0 {
+		return
+	}
+	q.propose(opSettle, func(e *encoder) { e.ids(settled) }, &waiter{done: func(error) {
+		q.mu.Lock()
+		q.noAckOut -= len(settled)
+		q.mu.Unlock()
+	}})
 }
 
 // heldIDs are the ids of what lc holds.
@@ -690,7 +730,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// others. Its deliveries go back in place, and the consumers ask
 	// again, in entries of now.
 	late := q.place != nil && !l.AppendedAt.IsZero() && time.Since(l.AppendedAt) > lateDelivery
-	var unblock []uint64
+	var unblock, block []uint64
 	q.mu.Lock()
 	q.m.apply(l.Index, l.Data, q.lookup, &fx)
 	for k := range q.cancelling {
@@ -711,13 +751,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 				continue // another node's, or detached here: its detach returns it
 			}
 			if late {
-				if back[lc.key] == nil && !lc.refusing {
+				if back[lc.key] == nil && !lc.blocked {
 					unblock = append(unblock, lc.key)
 				}
-				back = addBack(back, lc.key, d.e.Seq)
-				continue
-			}
-			if lc.refusing {
 				back = addBack(back, lc.key, d.e.Seq)
 				continue
 			}
@@ -725,27 +761,29 @@ func (f *fsm) Apply(l *raft.Log) any {
 				lc.held = append(lc.held, heldDelivery{d.e, d.m}) // behind what it refused
 				continue
 			}
+			if lc.blocked {
+				// It refused for want of credit: what it is given goes
+				// back until a Kick.
+				back = addBack(back, lc.key, d.e.Seq)
+				continue
+			}
 			e := d.e
 			if e.Msg == nil {
 				e.Msg = q.body(d.m)
 			}
-			switch lc.c.Deliver(q, e, nil) {
-			case queue.Refused:
-				if lc.holds() {
-					lc.held = append(lc.held, heldDelivery{d.e, d.m})
-					break
+			if !q.offer(lc, e, nil, &settled) {
+				if !busy(lc.c) {
+					// For want of credit (its channel's): back, for
+					// another consumer to take.
+					back = addBack(back, lc.key, e.Seq)
+					lc.blocked = true
+					continue
 				}
-				lc.refusing = true
-				back = addBack(back, lc.key, e.Seq)
-			case queue.Pending:
-				q.stats.Deliver++
-				if e.Redelivered {
-					q.stats.Redeliver++
+				lc.held = append(lc.held, heldDelivery{d.e, d.m})
+				if !lc.bounded() && !lc.blocked {
+					lc.blocked = true
+					block = append(block, lc.key)
 				}
-			case queue.Settled:
-				q.stats.DeliverNoAck++
-				q.noAckOut++
-				settled = append(settled, e.Seq)
 			}
 		}
 	}
@@ -771,7 +809,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if !replayed && !q.deleted && !q.stopped {
 		for _, k := range fx.detached {
 			if lc := q.consumers[k]; lc != nil {
-				lc.held = nil // the detach gave it back
+				lc.held, lc.blocked = nil, false // the detach gave it back
 				live = append(live, k)
 			}
 		}
@@ -780,12 +818,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if q.m.readyN == 0 {
 		q.reader.reset() // nothing left to read back for now
 	}
-	// Proposed before mu is released: a Kick (which clears refusing
+	// Proposed before mu is released: a Kick (which clears blocked
 	// under mu, then proposes its opUnblock) must come after the
 	// opUnassign that blocks the consumer, or the consumer stays blocked
 	// with nothing left to unblock it. propose takes only pmu, a leaf.
 	for key, ids := range back {
 		q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
+	}
+	for _, key := range block {
+		q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(nil) }, nil)
 	}
 	for _, key := range unblock {
 		q.propose(opUnblock, func(e *encoder) { e.u64(key) }, nil)
@@ -799,13 +840,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	for _, k := range live {
 		go q.reattach(k)
 	}
-	if len(settled) > 0 {
-		q.propose(opSettle, func(e *encoder) { e.ids(settled) }, &waiter{done: func(error) {
-			q.mu.Lock()
-			q.noAckOut -= len(settled)
-			q.mu.Unlock()
-		}})
-	}
+	q.settleNoAck(settled)
 	if len(dead) > 0 {
 		q.hooks.DeadLetter(q, dead)
 	}
