@@ -1,12 +1,10 @@
 package mgmt
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/warrenmq/warren/server"
@@ -69,8 +67,9 @@ type clusterJSON struct {
 	QuorumQueues   []quorumReplicaJSON `json:"quorum_queues"`
 }
 
-// quorumReplicaJSON is a quorum queue's leader and replicas, as
-// /api/queues gives them (online: the members whose nodes run).
+// quorumReplicaJSON is a quorum queue's leader and replicas, as this
+// node knows them (online: the members whose nodes run; a node without a
+// replica names the leader its member named last, in /api/queues).
 type quorumReplicaJSON struct {
 	VHost   string   `json:"vhost"`
 	Name    string   `json:"name"`
@@ -88,24 +87,11 @@ func (s *Server) getCluster(q *request) error {
 			c.MetadataLeader = m.Name
 		}
 	}
-	qs, err := s.broker.Queues("")
-	if err != nil {
-		return err
+	// What this node knows, asking no other node: /api/cluster answers
+	// while peers do not.
+	for _, r := range s.broker.QuorumReplicas() {
+		c.QuorumQueues = append(c.QuorumQueues, quorumReplicaJSON{VHost: r.VHost, Name: r.Name, Leader: r.Leader, Members: r.Members, Online: r.Online})
 	}
-	for _, qi := range qs {
-		if qi.Type != "quorum" {
-			continue
-		}
-		r := quorumReplicaJSON{VHost: qi.VHost, Name: qi.Name, Leader: qi.Leader, Members: qi.Members, Online: qi.Online}
-		if r.Members == nil {
-			// A single node's quorum queue: its one replica is here.
-			r.Leader, r.Members, r.Online = node, []string{node}, []string{node}
-		}
-		c.QuorumQueues = append(c.QuorumQueues, r)
-	}
-	slices.SortFunc(c.QuorumQueues, func(a, b quorumReplicaJSON) int {
-		return cmp.Or(cmp.Compare(a.VHost, b.VHost), cmp.Compare(a.Name, b.Name))
-	})
 	return q.reply(c)
 }
 

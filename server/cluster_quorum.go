@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -377,6 +379,77 @@ func awaitQuorum(q queue.Queue) error {
 		return amqp.Errorf(amqp.InternalError, 0, 0, "quorum queue '%s' in vhost '%s' has no leader: %v", qq.Decl().Name, qq.Decl().VHost, err)
 	}
 	return nil
+}
+
+// QuorumReplicaInfo is a quorum queue's leader and replicas as this node
+// knows them (cluster_status).
+type QuorumReplicaInfo struct {
+	VHost, Name, Leader string
+	Members, Online     []string
+}
+
+// standInAsk bounds how long QuorumReplicas waits for the members that
+// its stand-ins forward to to name their leaders.
+const standInAsk = time.Second
+
+// QuorumReplicas lists every quorum queue's leader and replicas as this
+// node knows them. Where it has no replica, the member its stand-in
+// forwards to names the leader: all of them are asked at once, and what
+// has not answered within standInAsk keeps the leader it named before
+// ("" for none), so it answers while peers do not.
+func (s *Server) QuorumReplicas() []QuorumReplicaInfo {
+	type entry struct {
+		v *vhost
+		q queue.Queue
+	}
+	var qs []entry
+	var standIns []*remoteQueue
+	for _, v := range s.vhostList() {
+		for _, q := range v.queueList() {
+			if q.Type().Info().Name != "quorum" {
+				continue
+			}
+			qs = append(qs, entry{v, q})
+			if rq, ok := q.(*remoteQueue); ok && !rq.ghost {
+				standIns = append(standIns, rq)
+			}
+		}
+	}
+	if len(standIns) > 0 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 32)
+			for _, rq := range standIns {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					rq.Stats() // caches the leader its member names
+				})
+			}
+			wg.Wait()
+		}()
+		select {
+		case <-done:
+		case <-time.After(standInAsk):
+		}
+	}
+	var out []QuorumReplicaInfo
+	for _, e := range qs {
+		qi := QueueInfo{VHost: e.v.name, Name: e.q.Decl().Name}
+		s.replicaInfo(e.v, e.q, &qi)
+		if qi.Members == nil {
+			// A single node's quorum queue: its one replica is here.
+			self := s.NodeName()
+			qi.Leader, qi.Members, qi.Online = self, []string{self}, []string{self}
+		}
+		out = append(out, QuorumReplicaInfo{VHost: qi.VHost, Name: qi.Name, Leader: qi.Leader, Members: qi.Members, Online: qi.Online})
+	}
+	slices.SortFunc(out, func(a, b QuorumReplicaInfo) int {
+		return cmp.Or(cmp.Compare(a.VHost, b.VHost), cmp.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // replicaInfo adds a replicated quorum queue's leader and replicas to qi.

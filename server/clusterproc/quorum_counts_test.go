@@ -1,6 +1,7 @@
 package clusterproc
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -51,6 +52,17 @@ func TestQuorumCountsFromLeader(t *testing.T) {
 			for _, nd := range c.nodes {
 				if l := c.queueLeader(nd, name); l != "n1" {
 					t.Errorf("GET /api/queues on %s: leader %q, want n1", nd.name, l)
+				}
+				code, body := c.mgmtCall(nd, "GET", "/api/cluster", "")
+				var cl struct {
+					QuorumQueues []quorumReplica `json:"quorum_queues"`
+				}
+				if code != 200 || json.Unmarshal([]byte(body), &cl) != nil {
+					t.Fatalf("GET /api/cluster on %s: %d %s", nd.name, code, body)
+				}
+				i := slices.IndexFunc(cl.QuorumQueues, func(q quorumReplica) bool { return q.Name == name })
+				if i < 0 || cl.QuorumQueues[i].Leader != "n1" || len(cl.QuorumQueues[i].Members) != size {
+					t.Errorf("GET /api/cluster on %s: %s", nd.name, body)
 				}
 			}
 
@@ -117,4 +129,11 @@ func TestQuorumCountsFromLeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// quorumReplica is a quorum queue of /api/cluster's quorum_queues.
+type quorumReplica struct {
+	Name    string   `json:"name"`
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
 }
