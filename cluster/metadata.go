@@ -268,6 +268,11 @@ func (n *Node) handleApplied(ctx context.Context, _ string, b []byte) ([]byte, e
 	if len(b) < 8 {
 		return nil, errors.New("cluster: short cluster.applied")
 	}
+	if !n.ready.Load() {
+		// Asked while this node starts (its listener serves before its
+		// metadata group exists): the asker does not wait for it.
+		return nil, errStarting
+	}
 	ctx, cancel := context.WithTimeout(ctx, visibleWait)
 	defer cancel()
 	return nil, n.fsm.wait(ctx, binary.BigEndian.Uint64(b))

@@ -221,9 +221,11 @@ func (s *Server) whenReady(h cluster.Handler) cluster.Handler {
 	}
 }
 
-// stopCluster stops the cluster node, if one runs.
+// stopCluster stops the cluster node, if one runs, once. s.cluster stays
+// set (quorum queues still forwarding meanwhile read it: a closed node
+// answers them with an error).
 func (s *Server) stopCluster() {
-	if s.cluster == nil {
+	if s.cluster == nil || !s.clusterStopped.CompareAndSwap(false, true) {
 		return
 	}
 	s.clusterStop()
@@ -231,7 +233,6 @@ func (s *Server) stopCluster() {
 		s.log.Warn().Err(err).Msg("closing the cluster node")
 	}
 	s.clusterWG.Wait()
-	s.cluster = nil
 }
 
 // Cluster is the cluster node, nil for a single node (no

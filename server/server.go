@@ -83,7 +83,8 @@ type Server struct {
 
 	alarms *alarmState
 	// cluster is the cluster node (cluster.go); nil for a single node.
-	cluster *cluster.Node
+	cluster        *cluster.Node
+	clusterStopped atomic.Bool // stopCluster ran
 	// In cluster mode (cluster.go): the metadata state machine, the
 	// stand-ins of other nodes' queues, the home side of this node's,
 	// and the context and goroutines of the node's links.
