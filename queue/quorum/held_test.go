@@ -50,6 +50,24 @@ func (g *gate) bodies() []string {
 	return slices.Clone(g.got)
 }
 
+// gatedQueue is a quorum queue on one node with g attached as consumer
+// "c" with o's options.
+func gatedQueue(t *testing.T, g *gate, o queue.ConsumeOptions) *quorum.Queue {
+	t.Helper()
+	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
+	t.Cleanup(func() { typ.Close() })
+	x, err := typ.New(queue.Decl{VHost: "/", Name: "held", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := x.(*quorum.Queue)
+	o.Tag, o.Consumer = "c", g
+	if err := q.AddConsumer(o); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 // A consumer with a prefetch that refuses (its connection's outbound
 // buffer is full) keeps what it refused and what comes after it, still
 // checked out to it, and a Kick offers them again in the queue's order:
@@ -57,17 +75,8 @@ func (g *gate) bodies() []string {
 // checked out meanwhile overtook it. Cancelled while it holds some,
 // they go back to the queue, not redelivered.
 func TestRefusedHeldInOrder(t *testing.T) {
-	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
-	defer typ.Close()
-	x, err := typ.New(queue.Decl{VHost: "/", Name: "held", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := x.(*quorum.Queue)
 	g := &gate{}
-	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: g, Prefetch: 100}); err != nil {
-		t.Fatal(err)
-	}
+	q := gatedQueue(t, g, queue.ConsumeOptions{Prefetch: 100})
 	var want []string
 	pub := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -117,17 +126,8 @@ func TestRefusedHeldInOrder(t *testing.T) {
 // Kick that delivers it: what comes meanwhile stays ready, and arrives
 // after it, in order.
 func TestRefusedHeldUnboundedInOrder(t *testing.T) {
-	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
-	defer typ.Close()
-	x, err := typ.New(queue.Decl{VHost: "/", Name: "held-noack", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := x.(*quorum.Queue)
 	g := &gate{noAck: true}
-	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: g, NoAck: true}); err != nil {
-		t.Fatal(err)
-	}
+	q := gatedQueue(t, g, queue.ConsumeOptions{NoAck: true})
 	var want []string
 	for i := range 12 {
 		if i == 3 {
