@@ -68,6 +68,17 @@ type proxy struct {
 	credit  int // deliveries it may still send before settlements
 	started bool
 	gone    bool
+	// busy: its last Deliver was refused for want of window only (the
+	// peer has not taken what it was sent yet; its credit Kicks the
+	// queue): queue.Busy. Guarded by p.mu.
+	busy bool
+}
+
+// RefusedBusy implements queue.Busy.
+func (x *proxy) RefusedBusy() bool {
+	x.p.mu.Lock()
+	defer x.p.mu.Unlock()
+	return x.busy
 }
 
 func newHomeSide(s *Server) *homeSide { return &homeSide{s: s, peers: map[string]*peer{}} }
@@ -153,7 +164,12 @@ func (x *proxy) Deliver(q queue.Queue, e queue.Entry, ctx any) queue.Outcome {
 	p := x.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if x.gone || p.closed || !x.started || x.credit <= 0 {
+	x.busy = false
+	if x.gone || p.closed || !x.started {
+		return queue.Refused
+	}
+	if x.credit <= 0 {
+		x.busy = true
 		return queue.Refused
 	}
 	x.credit--
