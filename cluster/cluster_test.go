@@ -519,8 +519,14 @@ func TestPeerLost(t *testing.T) {
 		}
 	}
 	c.Stop(2)
+	// Told of n3 alone (a node stopping cleanly may answer a probe on a
+	// connection it still serves after its listener closed, and be told
+	// of again when that one ends).
+	onlyN3 := func(got []string) bool {
+		return len(got) > 0 && !slices.ContainsFunc(got, func(n string) bool { return n != "n3" })
+	}
 	clustertest.WaitFor(t, 20*time.Second, "n1 and n2 told that n3 is lost", func() bool {
-		return slices.Equal(told("n1"), []string{"n3"}) && slices.Equal(told("n2"), []string{"n3"})
+		return onlyN3(told("n1")) && onlyN3(told("n2"))
 	})
 	clustertest.WaitFor(t, 20*time.Second, "n3 not running for n1 and n2", func() bool {
 		for _, i := range []int{0, 1} {
@@ -533,8 +539,8 @@ func TestPeerLost(t *testing.T) {
 		return true
 	})
 	c.WaitLeader(30*time.Second, 0, 1)
-	if got := told("n1"); !slices.Equal(got, []string{"n3"}) {
-		t.Fatalf("n1 told %v, want n3 once", got)
+	if got := told("n1"); !onlyN3(got) {
+		t.Fatalf("n1 told %v, want n3 alone", got)
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 // Raft's heartbeat timeout (1.5 to 3 s, then an election timeout) would
 // tell them, as Erlang distribution tells RabbitMQ's nodes at once: a
 // connection from a peer that ends makes this node dial the peer's
-// listener, and a refusal makes it lost now (peerLost). Anything else
+// listener (so does the end of this node's own Raft link to the peer),
+// and a refusal makes it lost now (peerLost). Anything else
 // (the dial works, or times out: a loaded or partitioned peer) leaves it
 // to the probes and timeouts.
 
 // connLost runs when a connection accepted from node ended (its reader
-// saw the end, or its transport closed it).
+// saw the end, or its transport closed it), or this node's Raft link to
+// it did.
 func (n *Node) connLost(node string) {
 	if node == "" || node == n.cfg.NodeName {
 		return

@@ -318,6 +318,9 @@ func (lc *linkConn) read() {
 		var hdr [13]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			lc.broken(fmt.Errorf("cluster: Raft connection to %s: %w", lc.l.addr, err))
+			// The peer may be gone: checked as for a connection accepted
+			// from it (a leader may hold no connection a follower dialled).
+			lc.l.n.connLost(lc.peer)
 			return
 		}
 		size := binary.BigEndian.Uint32(hdr[:4])
