@@ -79,8 +79,7 @@ type quorumReplicaJSON struct {
 }
 
 func (s *Server) getCluster(q *request) error {
-	node := s.broker.NodeName()
-	c := clusterJSON{ClusterName: s.broker.ClusterName(), Node: node, Nodes: []clusterMemberJSON{}, QuorumQueues: []quorumReplicaJSON{}}
+	c := clusterJSON{ClusterName: s.broker.ClusterName(), Node: s.broker.NodeName(), Nodes: []clusterMemberJSON{}, QuorumQueues: []quorumReplicaJSON{}}
 	for _, m := range s.broker.ClusterStatus() {
 		c.Nodes = append(c.Nodes, clusterMemberJSON{Name: m.Name, Address: m.Addr, Running: m.Running, Voter: m.Voter, MetadataLeader: m.Leader})
 		if m.Leader {

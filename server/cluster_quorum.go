@@ -416,13 +416,20 @@ func (s *Server) QuorumReplicas() []QuorumReplicaInfo {
 		}
 	}
 	if len(standIns) > 0 {
-		done := make(chan struct{})
+		// Up to 32 asks at a time; none starts after the deadline, so a
+		// member that does not answer holds up no more than those.
+		done, late := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 32)
+		ask:
 			for _, rq := range standIns {
-				sem <- struct{}{}
+				select {
+				case sem <- struct{}{}:
+				case <-late:
+					break ask
+				}
 				wg.Go(func() {
 					defer func() { <-sem }()
 					rq.Stats() // caches the leader its member names
@@ -430,10 +437,13 @@ func (s *Server) QuorumReplicas() []QuorumReplicaInfo {
 			}
 			wg.Wait()
 		}()
+		t := time.NewTimer(standInAsk)
 		select {
 		case <-done:
-		case <-time.After(standInAsk):
+		case <-t.C:
+			close(late)
 		}
+		t.Stop()
 	}
 	var out []QuorumReplicaInfo
 	for _, e := range qs {

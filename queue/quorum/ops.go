@@ -109,14 +109,14 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 		}
 	}
 	op := uint8(opDetach) // a no-ack consumer holds nothing: what comes meanwhile goes back
-	if key != 0 {
-		if lc := q.consumers[key]; len(lc.held) > 0 {
+	if lc := q.consumers[key]; lc != nil {
+		if len(lc.held) > 0 {
 			// What it refused never reached its channel: back to the
 			// queue, ahead of its cancel (propose takes only pmu).
 			ids := lc.heldIDs()
 			q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
 		}
-		if !q.consumers[key].noAck {
+		if !lc.noAck {
 			op = opCancel
 			if q.cancelling == nil {
 				q.cancelling = map[uint64]bool{}
