@@ -1,9 +1,11 @@
 package quorum
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -301,11 +303,19 @@ func (t *Type) HandOver(group uint64) error {
 
 // Leave stops this node's replica of a group it is no longer a member of
 // and deletes its data; its consumers are returned for their channels to
-// be told.
+// move them to the queue as served now (or to tell their clients).
 //
-// It returns at once: what the replica's proposer still holds is sent to
-// the group's leader (a publish routed here just before is confirmed, not
-// failed) before the replica stops and its data goes, on a goroutine.
+// Their consumers are detached in the group: what they had checked out
+// goes back to the queue, redelivered. That includes what the leader
+// checked out to them in entries this replica, no longer sent any, never
+// applied: delivered to no channel, it would stay out for good. What
+// their channels hold unsettled comes again too (at least once); a
+// settlement of it still reaches the group after the replica stopped
+// (Settle forwards it to a member) and ends the message if nobody took
+// it meanwhile. It returns at once: what the replica's proposer still
+// holds, those cancels included, is sent to the group's leader (a publish
+// routed here just before is confirmed, not failed) before the replica
+// stops and its data goes, on a goroutine.
 func (q *Queue) Leave() []queue.ConsumerRef {
 	q.mu.Lock()
 	if q.deleted {
@@ -314,13 +324,16 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 	}
 	q.deleted = true
 	var refs []queue.ConsumerRef
-	for _, lc := range q.consumers {
+	for key, lc := range q.consumers {
 		refs = append(refs, queue.ConsumerRef{Tag: lc.tag, Consumer: lc.c})
+		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
 	}
 	q.consumers = map[uint64]*local{}
 	q.mu.Unlock()
+	others := q.otherMembers()
 	q.pmu.Lock()
 	q.leaving = true
+	q.leftTo = others
 	q.pmu.Unlock()
 	left := make(chan struct{})
 	t := q.typ
@@ -334,6 +347,12 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 		defer close(left)
 		q.shutdown()
 		q.dropData()
+		// Kept a while for settlements of what it delivered (they
+		// forward), it holds none of the queue's state meanwhile.
+		q.mu.Lock()
+		q.m = newMachine(q.m.cfg)
+		q.reader = entryReader{}
+		q.mu.Unlock()
 		t.mu.Lock()
 		if t.leaving[q.gid] == left {
 			delete(t.leaving, q.gid)
@@ -341,6 +360,84 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 		t.mu.Unlock()
 	}()
 	return refs
+}
+
+// otherMembers lists the group's voters but this node, as its
+// configuration and its placement name them.
+func (q *Queue) otherMembers() []string {
+	var out []string
+	add := func(n string) {
+		if n != q.typ.cfg.NodeID && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if _, id := q.r.LeaderWithID(); id != "" {
+		add(string(id)) // the leader first: most likely to take it
+	}
+	if f := q.r.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				add(string(s.ID))
+			}
+		}
+	}
+	if q.place != nil {
+		for _, n := range q.place.Members {
+			add(n)
+		}
+	}
+	return out
+}
+
+// forwardLeft sends an entry of a replica that left its group to
+// whichever of the members it knew leads the group now, until one takes
+// it or deadline passes.
+func (q *Queue) forwardLeft(data []byte, deadline time.Time) ([]byte, error) {
+	q.pmu.Lock()
+	to := q.leftTo
+	q.pmu.Unlock()
+	if len(to) == 0 || q.typ.cfg.Forward == nil {
+		return nil, ErrNoLeader
+	}
+	err := ErrNoLeader
+	for {
+		for _, n := range to {
+			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+			var resp []byte
+			resp, err = q.typ.cfg.Forward(ctx, n, q.gid, data)
+			cancel()
+			if err == nil {
+				return resp, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// settleLeft proposes a settlement of a replica that left its group
+// (its channels still hold deliveries it made): as an entry of its own,
+// forwarded to a member, on a goroutine.
+func (q *Queue) settleLeft(op uint8, ids []uint64) {
+	q.pmu.Lock()
+	q.seq++
+	seq := q.seq
+	q.pmu.Unlock()
+	var e encoder
+	e.u8(batchVersion)
+	e.i64(q.typ.cfg.Now().UnixMilli())
+	e.u64(q.pid)
+	e.u32(1)
+	e.u8(op)
+	e.u64(seq)
+	e.ids(ids)
+	go func() {
+		if _, err := q.forwardLeft(e.b, time.Now().Add(leaderWait)); err != nil {
+			q.typ.logErr(err, fmt.Sprintf("quorum queue %q: a settlement after this replica left its group was not taken", q.decl.Name))
+		}
+	}()
 }
 
 // PeerLost: node's process is gone (cluster.Options.PeerLost). Every

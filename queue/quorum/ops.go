@@ -180,7 +180,18 @@ func (q *Queue) Settle(entries []queue.Entry, op queue.SettleOp) {
 		q.stats.Ack += uint64(len(entries))
 		q.mu.Unlock()
 	}
-	q.propose(uint8(c), func(e *encoder) { e.ids(ids) }, nil)
+	if !q.propose(uint8(c), func(e *encoder) { e.ids(ids) }, nil) && q.hasLeft() {
+		// Delivered before this replica left its group (Leave): the
+		// group still has them checked out.
+		q.settleLeft(uint8(c), ids)
+	}
+}
+
+// hasLeft reports whether the replica left its group (Leave).
+func (q *Queue) hasLeft() bool {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return q.leaving
 }
 
 // Get implements queue.Getter: a checkout through the log.

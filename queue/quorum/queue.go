@@ -80,7 +80,8 @@ type Queue struct {
 	seq      uint64
 	waiters  map[uint64]*waiter
 	closing  bool
-	leaving  bool // closing as a replica removed from its group: what waits is still sent
+	leaving  bool     // closing as a replica removed from its group: what waits is still sent
+	leftTo   []string // once leaving: the group's other members, where what it sends goes
 	wake     chan struct{}
 	done     chan struct{}
 	inflight chan struct{}  // a slot per entry in flight
@@ -533,6 +534,7 @@ func (q *Queue) send(b batch, wait bool) error {
 	for {
 		q.pmu.Lock()
 		closing := q.closing && !q.leaving
+		leaving := q.leaving
 		q.pmu.Unlock()
 		state := q.r.State()
 		if state == raft.Shutdown {
@@ -562,13 +564,24 @@ func (q *Queue) send(b batch, wait bool) error {
 				}()
 				return nil
 			}
-		} else if _, id := q.r.LeaderWithID(); id != "" && string(id) != q.typ.cfg.NodeID && q.typ.cfg.Forward != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-			resp, err := q.typ.cfg.Forward(ctx, string(id), q.gid, b.data)
-			cancel()
-			if err == nil {
-				q.forwarded(b, resp)
-				return nil
+		} else {
+			if _, id := q.r.LeaderWithID(); id != "" && string(id) != q.typ.cfg.NodeID && q.typ.cfg.Forward != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+				resp, err := q.typ.cfg.Forward(ctx, string(id), q.gid, b.data)
+				cancel()
+				if err == nil {
+					q.forwarded(b, resp)
+					return nil
+				}
+			}
+			if leaving {
+				// Removed from the group, this replica may hear of no
+				// leader any more (or of one that is gone): the
+				// members it knew are asked.
+				if resp, err := q.forwardLeft(b.data, time.Now()); err == nil {
+					q.forwarded(b, resp)
+					return nil
+				}
 			}
 		}
 		if closing || time.Now().After(b.deadline) {

@@ -220,9 +220,10 @@ func TestReplicatedNudge(t *testing.T) {
 	}
 }
 
-// A publish through a follower to a full reject-publish queue is refused
-// (the leader's verdict comes back with the forwarded entry); the others
-// are confirmed.
+// A publish through a follower to a reject-publish queue over its limit
+// is refused (the leader's verdict comes back with the forwarded entry);
+// the others are confirmed, the one that took the queue over its limit
+// too (rabbit_fifo's reject-publish).
 func TestReplicatedRejectPublish(t *testing.T) {
 	r := newReplicas(t, "a", "b", "c")
 	p := quorum.Placement{Group: 1<<62 | 8, Members: []string{"a", "b", "c"}, Leader: "a"}
@@ -241,15 +242,16 @@ func TestReplicatedRejectPublish(t *testing.T) {
 	}
 	publishWait(t, qs["b"], "1")
 	publishWait(t, qs["b"], "2")
+	publishWait(t, qs["b"], "3")
 	ch := make(chan error, 1)
-	qs["b"].Type().Publish(&queue.Message{Body: []byte("3"), Persistent: true}, []queue.Queue{qs["b"]}, nil, func(err error) { ch <- err })
+	qs["b"].Type().Publish(&queue.Message{Body: []byte("4"), Persistent: true}, []queue.Queue{qs["b"]}, nil, func(err error) { ch <- err })
 	select {
 	case err := <-ch:
 		if !errors.Is(err, quorum.ErrRejected) {
-			t.Fatalf("third publish: %v, want ErrRejected", err)
+			t.Fatalf("fourth publish: %v, want ErrRejected", err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("third publish: no answer")
+		t.Fatal("fourth publish: no answer")
 	}
 }
 
@@ -463,4 +465,42 @@ func TestReplicatedLeaderCounts(t *testing.T) {
 	// Every replica comes to the same counts as it applies the log; the
 	// consumer on c is one of b's too.
 	waitUntil(t, "b's counts", func() bool { m, c := qs["b"].Counts(); return m == 2 && c == 1 })
+}
+
+// A replica that leaves its group detaches its consumers there: what
+// they had checked out comes back, redelivered, for the others. A
+// settlement of one of their deliveries after the replica stopped still
+// reaches the group (forwarded to a member) and ends the message, even
+// though another consumer has it now.
+func TestReplicatedLeaveDetachesAndForwardsSettles(t *testing.T) {
+	r, p, _, qs := newGroup(t, 13, "ls")
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	for i := range 3 {
+		publishWait(t, qs["a"], fmt.Sprint("m", i))
+	}
+	onC := queuetest.NewRecorder(100, false)
+	if err := qs["c"].AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: onC, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "3 delivered on c", func() bool { return onC.Len() == 3 })
+	held := onC.Take()
+
+	if _, err := r.typ("a").ChangeMember(p.Group, false, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	qs["c"].Leave()
+	waitUntil(t, "c's checkouts back on a", func() bool { st := qs["a"].Stats(); return st.Ready == 3 && st.Unacked == 0 })
+	onA := queuetest.NewRecorder(100, false)
+	if err := qs["a"].AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: onA, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "3 redelivered on a", func() bool { return onA.Len() == 3 })
+	for _, e := range onA.Take() {
+		if !e.Redelivered {
+			t.Fatalf("%q delivered on a without the redelivered flag", e.Msg.Body)
+		}
+	}
+	waitUntil(t, "c stopped", func() bool { return qs["c"].Replica().State == "Shutdown" })
+	qs["c"].Settle(held[:1], queue.Ack)
+	waitUntil(t, "c's ack of m0 applied on a", func() bool { st := qs["a"].Stats(); return st.Unacked == 2 })
 }
