@@ -635,11 +635,12 @@ func (s *Server) Consumers(vhost string) ([]ConsumerInfo, error) {
 		name := connName(c)
 		host, port := splitAddr(c.nc.RemoteAddr())
 		for _, k := range ks {
-			if k.q.Type() == s.replies || (vhost != "" && c.vhost.name != vhost) {
+			q := k.queue()
+			if q.Type() == s.replies || (vhost != "" && c.vhost.name != vhost) {
 				continue // RabbitMQ lists no direct reply-to consumers
 			}
 			out = append(out, ConsumerInfo{
-				VHost: c.vhost.name, Queue: k.q.Decl().Name, Tag: k.tag, Connection: name, Channel: k.ch.id,
+				VHost: c.vhost.name, Queue: q.Decl().Name, Tag: k.tag, Connection: name, Channel: k.ch.id,
 				PeerHost: host, PeerPort: port, User: c.user,
 				AckRequired: !k.noAck, Exclusive: k.exclusive, Prefetch: int(k.credit.Limit()),
 			})
@@ -657,8 +658,8 @@ func (s *Server) exclusiveConsumers() map[queue.Queue]string {
 	m := map[queue.Queue]string{}
 	for _, c := range s.clientConns() {
 		for _, k := range consumerSnapshot(c) {
-			if k.exclusive && k.q != nil {
-				m[k.q] = k.tag
+			if q := k.queue(); k.exclusive && q != nil {
+				m[q] = k.tag
 			}
 		}
 	}

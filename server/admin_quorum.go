@@ -266,8 +266,8 @@ func (s *Server) handleMember(_ context.Context, _ string, b []byte) ([]byte, er
 
 // applyMembers is opQuorumMembers on this node: the record's members
 // change; a node added opens its empty replica in place of its stand-in,
-// a node removed drops its replica for a stand-in (its consumers are
-// cancelled, as for a deleted queue).
+// a node removed drops its replica for a stand-in (its consumers move
+// along: moveConsumers).
 func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
 	v.mu.Lock()
 	r := v.replicas[c.Name]
@@ -290,8 +290,8 @@ func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
 		// stand-in serves the queue (retryReplicas asks again).
 		if rq, ok := v.queues[c.Name].(*remoteQueue); ok {
 			if _, err := m.openJoined(v, c.Name, r); err == nil {
+				v.moveConsumers(c.Name, rq, rq.consumerRefs())
 				v.mu.Unlock()
-				rq.dropAll()
 				return 1, nil
 			}
 		}
@@ -301,16 +301,8 @@ func (m *meta) applyMembers(v *vhost, c *metaCmd) (changed int, err error) {
 		v.mu.Unlock()
 		return 0, nil
 	}
-	cancel, standIn, err := m.setMembers(v, c.Name, r, members)
+	err = m.setMembers(v, c.Name, r, members)
 	v.mu.Unlock()
-	if standIn != nil {
-		standIn.dropAll()
-	}
-	for _, ref := range cancel {
-		if k, ok := ref.Consumer.(*consumer); ok {
-			k.ch.cancelByBroker(k)
-		}
-	}
 	return 1, err
 }
 
@@ -342,38 +334,50 @@ func (m *meta) openJoined(v *vhost, name string, r *replica) (queue.Queue, error
 
 // setMembers gives the quorum queue name (record r) its members: a node
 // added opens its empty replica in place of its stand-in, a node removed
-// drops its replica for a stand-in. It returns the consumers to cancel,
-// and the stand-in replaced whose consumers are to be dropped. v.mu is
-// held.
-func (m *meta) setMembers(v *vhost, name string, r *replica, members []string) ([]queue.ConsumerRef, *remoteQueue, error) {
+// drops its replica for a stand-in; the consumers of the object replaced
+// move to the new one (moveConsumers). v.mu is held.
+func (m *meta) setMembers(v *vhost, name string, r *replica, members []string) error {
 	q := v.queues[name]
 	was := slices.Contains(r.members, m.self)
 	r.members = slices.Clone(members)
 	is := slices.Contains(r.members, m.self)
 	switch {
 	case !was && is:
-		rq, _ := q.(*remoteQueue)
 		if _, err := m.openJoined(v, name, r); err != nil {
-			return nil, nil, err
+			return err
 		}
-		return nil, rq, nil
+		if rq, ok := q.(*remoteQueue); ok {
+			v.moveConsumers(name, rq, rq.consumerRefs())
+		}
+		return nil
 	case was && !is:
-		var cancel []queue.ConsumerRef
+		var moving []queue.ConsumerRef
 		if qq, ok := q.(*quorum.Queue); ok {
-			cancel = qq.Leave()
+			moving = qq.Leave()
+			m.s.home.retire(v.name, name, qq)
 		}
-		rq := newRemoteQueue(v, *q.Decl(), r.members[0])
+		home := r.members[0]
+		for _, n := range r.members {
+			if _, up := m.s.running(n); up {
+				home = n
+				break
+			}
+		}
+		rq := newRemoteQueue(v, *q.Decl(), home)
 		rq.typ = m.s.remote.quorumType
 		v.queues[name] = rq
 		m.forgetIncarnation(qkey{v.name, name})
 		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Strs("members", r.members).Msg("quorum replica removed here")
-		return cancel, nil, nil
+		// A home's proxies among them are moved by their own nodes,
+		// whose stand-ins forwarded here (the branch below, there).
+		v.moveConsumers(name, q, moving)
+		return nil
 	case !was && !is:
 		// A stand-in here whose member left forwards to one that stays
 		// (a running one, if this node knows one).
 		rq, ok := q.(*remoteQueue)
 		if !ok || slices.Contains(r.members, rq.home) || len(r.members) == 0 {
-			return nil, nil, nil
+			return nil
 		}
 		home := r.members[0]
 		for _, n := range r.members {
@@ -386,6 +390,7 @@ func (m *meta) setMembers(v *vhost, name string, r *replica, members []string) (
 		nq.typ = m.s.remote.quorumType
 		v.queues[name] = nq
 		m.s.log.Info().Str("vhost", v.name).Str("queue", name).Str("from", rq.home).Str("to", home).Msg("quorum queue without a replica here: now served through another member")
+		v.moveConsumers(name, rq, rq.consumerRefs())
 	}
-	return nil, nil, nil
+	return nil
 }

@@ -63,9 +63,11 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	if isReply {
 		q = ch.openReply()
 	}
-	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, exclusive: m.Exclusive, credit: credit}
-	switch err := q.AddConsumer(queue.ConsumeOptions{Tag: tag, Consumer: k, Exclusive: m.Exclusive, Priority: prio, Args: m.Arguments,
-		NoAck: m.NoAck, Prefetch: credit.Limit()}); {
+	k := &consumer{ch: ch, tag: tag, noAck: m.NoAck, exclusive: m.Exclusive, credit: credit}
+	k.setQueue(q)
+	k.opts = queue.ConsumeOptions{Tag: tag, Consumer: k, Exclusive: m.Exclusive, Priority: prio, Args: m.Arguments,
+		NoAck: m.NoAck, Prefetch: credit.Limit()}
+	switch err := q.AddConsumer(k.opts); {
 	case errors.Is(err, queue.ErrExclusiveConsumer):
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrHasConsumers):
@@ -95,8 +97,9 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
 	ch.mu.Unlock()
 	if k != nil {
 		ch.c.unregisterConsumer(k)
-		if k.q.RemoveConsumer(k.tag, k) {
-			ch.c.vhost.deleteQueueIfUnused(k.q)
+		k.gone.Store(true)
+		if q := k.queue(); q.RemoveConsumer(k.tag, k) {
+			ch.c.vhost.deleteQueueIfUnused(q)
 		}
 	}
 	return ch.reply(m.NoWait, &amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
@@ -114,6 +117,7 @@ func (ch *channel) cancelByBroker(k *consumer) {
 	delete(ch.consumers, k.tag)
 	closed := ch.closed
 	ch.mu.Unlock()
+	k.gone.Store(true)
 	ch.c.unregisterConsumer(k)
 	if !closed && ch.c.caps.consumerCancelNotify {
 		ch.c.out.sendMethod(ch.id, &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true})

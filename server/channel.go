@@ -81,9 +81,18 @@ type publishing struct {
 
 // consumer is one basic.consume subscription.
 type consumer struct {
-	ch        *channel
-	tag       string
-	q         queue.Queue
+	ch  *channel
+	tag string
+	// src is the queue it consumes from: a quorum queue's can change (a
+	// move, consumer_move.go). Read it with queue().
+	src atomic.Pointer[queueRef]
+	// opts are its basic.consume's, to attach it again after a move.
+	opts queue.ConsumeOptions
+	// gone: its channel dropped it (basic.cancel, a close, a broker
+	// cancel); a move attaches it nowhere after that.
+	gone atomic.Bool
+	// moving serializes its moves.
+	moving    sync.Mutex
 	noAck     bool
 	exclusive bool
 	credit    ack.ConsumerCredit // guarded by ch.mu
@@ -91,6 +100,13 @@ type consumer struct {
 	// a stopped flow (queue.Busy); guarded by ch.mu.
 	busy bool
 }
+
+type queueRef struct{ q queue.Queue }
+
+// queue is the queue k consumes from now.
+func (k *consumer) queue() queue.Queue { return k.src.Load().q }
+
+func (k *consumer) setQueue(q queue.Queue) { k.src.Store(&queueRef{q}) }
 
 // RefusedBusy implements queue.Busy.
 func (k *consumer) RefusedBusy() bool {
@@ -321,8 +337,9 @@ func (ch *channel) shutdown() {
 	settleGrouped(pending, queue.Requeue)
 	for _, k := range consumers {
 		ch.c.unregisterConsumer(k)
-		if k.q.RemoveConsumer(k.tag, k) {
-			ch.c.vhost.deleteQueueIfUnused(k.q)
+		k.gone.Store(true)
+		if q := k.queue(); q.RemoveConsumer(k.tag, k) {
+			ch.c.vhost.deleteQueueIfUnused(q)
 		}
 	}
 }
@@ -351,7 +368,7 @@ func (ch *channel) kickWith(ctx any) {
 	ch.mu.Lock()
 	qs := make([]queue.Queue, 0, len(ch.consumers))
 	for _, k := range ch.consumers {
-		qs = append(qs, k.q)
+		qs = append(qs, k.queue())
 	}
 	ch.mu.Unlock()
 	// The channel's reader kicks with its flushSet, which takes the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
@@ -22,9 +23,46 @@ import (
 
 type homeSide struct {
 	s  *Server
-	mu sync.Mutex // guards peers; before peer.mu
+	mu sync.Mutex // guards peers and retired; before peer.mu
 	// peers by node name
 	peers map[string]*peer
+	// retired: the replicas of quorum queues this node is no longer a
+	// member of (quorum.Queue.Leave), for a while: what their proxies
+	// delivered before is settled through them (they forward to the
+	// group).
+	retired map[qkey]retiredQueue
+}
+
+type retiredQueue struct {
+	q  queue.Queue
+	at time.Time
+}
+
+// retiredFor is how long a replica that left is kept for settlements
+// of what it delivered.
+const retiredFor = time.Hour
+
+// retire keeps q, the replica of vhost's queue name that left this node.
+func (h *homeSide) retire(vhost, name string, q queue.Queue) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.retired == nil {
+		h.retired = map[qkey]retiredQueue{}
+	}
+	for k, r := range h.retired {
+		if time.Since(r.at) > retiredFor {
+			delete(h.retired, k)
+		}
+	}
+	h.retired[qkey{vhost, name}] = retiredQueue{q, time.Now()}
+}
+
+// retiredQueue is the replica of vhost's queue name that left this node
+// last, nil none.
+func (h *homeSide) retiredQueue(vhost, name string) queue.Queue {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.retired[qkey{vhost, name}].q
 }
 
 type peer struct {
@@ -401,9 +439,7 @@ func (h *homeSide) handleOps(_ context.Context, from string, req []byte) ([]byte
 				seqs = append(seqs, r.uv())
 			}
 			_, q := s.homeQueue(vh, name)
-			if q != nil {
-				p.settle(q, seqs, op)
-			}
+			p.settle(q, h.retiredQueue(vh, name), seqs, op)
 		case linkCredit:
 			id, n := r.uv(), r.uv()
 			p.credit(id, int(n))
@@ -421,20 +457,30 @@ func (h *homeSide) handleOps(_ context.Context, from string, req []byte) ([]byte
 	return statuses, nil
 }
 
-// settle ends deliveries the peer held and gives their proxies credit.
-func (p *peer) settle(q queue.Queue, seqs []uint64, op queue.SettleOp) {
-	var es []queue.Entry
+// settle ends deliveries the peer held of the queue served by q (nil:
+// none here now) or by retired (its replica that left this node, nil
+// none), and gives their proxies credit.
+func (p *peer) settle(q, retired queue.Queue, seqs []uint64, op queue.SettleOp) {
+	var es, old []queue.Entry
 	kick := false
 	p.mu.Lock()
 	for _, seq := range seqs {
 		k := heldKey{q, seq}
 		he, ok := p.held[k]
+		if !ok && retired != nil {
+			k = heldKey{retired, seq}
+			he, ok = p.held[k]
+		}
 		if !ok {
 			continue // requeued already (the peer was taken for gone), or another process's
 		}
 		delete(p.held, k)
-		es = append(es, he.e)
-		if x := p.proxies[he.proxy]; x != nil {
+		if k.q == q {
+			es = append(es, he.e)
+		} else {
+			old = append(old, he.e)
+		}
+		if x := p.proxies[he.proxy]; x != nil && k.q == q {
 			x.credit++
 			kick = true
 		}
@@ -442,6 +488,9 @@ func (p *peer) settle(q queue.Queue, seqs []uint64, op queue.SettleOp) {
 	p.mu.Unlock()
 	if len(es) > 0 {
 		q.Settle(es, op)
+	}
+	if len(old) > 0 {
+		retired.Settle(old, op)
 	}
 	if kick {
 		q.Kick(nil)

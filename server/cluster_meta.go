@@ -831,20 +831,9 @@ func (m *meta) restoreVHost(v *vhost, st vhostState) {
 		if r := v.replicas[w.Name]; r != nil && v.queues[w.Name] != nil {
 			if len(w.Members) > 0 && !slices.Equal(r.members, w.Members) {
 				// Kept, with the members the snapshot has (a change this
-				// node missed); consumers of a replica it dropped are
-				// cancelled with it (channels are told when they next
-				// use it).
-				cancel, standIn, _ := m.setMembers(v, w.Name, r, w.Members)
-				go func() {
-					if standIn != nil {
-						standIn.dropAll()
-					}
-					for _, ref := range cancel {
-						if k, ok := ref.Consumer.(*consumer); ok {
-							k.ch.cancelByBroker(k)
-						}
-					}
-				}()
+				// node missed); the consumers of the object replaced move
+				// to the new one.
+				m.setMembers(v, w.Name, r, w.Members)
 			}
 			continue // kept
 		}

@@ -153,10 +153,10 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 
 // repointStandIns gives a quorum queue's stand-in (on a node without a
 // replica) a new member to forward to when its own is down or no longer
-// a member: a running member, in the record's order. The new stand-in
-// takes the old one's place in the vhost (routing finds queues by name);
-// the old one's consumers were cancelled when their home went down, or
-// by the home when its replica left.
+// a member, or stopped while it had consumers (lost): a running member,
+// in the record's order. The new stand-in takes the old one's place in
+// the vhost (routing finds queues by name), and the old one's consumers
+// move to it.
 func (s *Server) repointStandIns(up map[string]bool) {
 	for _, v := range s.vhostList() {
 		v.mu.Lock()
@@ -165,7 +165,7 @@ func (s *Server) repointStandIns(up map[string]bool) {
 			if !ok || rq.typ != s.remote.quorumType || rq.ghost || len(r.members) == 0 {
 				continue
 			}
-			if up[rq.home] && slices.Contains(r.members, rq.home) {
+			if up[rq.home] && slices.Contains(r.members, rq.home) && !rq.lost.Load() {
 				continue
 			}
 			i := slices.IndexFunc(r.members, func(m string) bool { return up[m] && m != s.meta.self })
@@ -176,6 +176,7 @@ func (s *Server) repointStandIns(up map[string]bool) {
 			nq.typ = s.remote.quorumType
 			v.queues[name] = nq
 			s.log.Info().Str("vhost", v.name).Str("queue", name).Str("from", rq.home).Str("to", nq.home).Msg("quorum queue without a replica here: now served through another member")
+			v.moveConsumers(name, rq, rq.consumerRefs())
 		}
 		v.mu.Unlock()
 	}

@@ -77,16 +77,23 @@ func (r *remoteSide) isDown(node string) bool {
 }
 
 // setDown records that node stopped (or started) answering; a stopped
-// home's stand-ins cancel their consumers.
+// home's stand-ins cancel their consumers, but a quorum queue's: those
+// wait, their stand-in marked lost, for repointStandIns to move them to
+// a stand-in that forwards to a member running (the stopped one's
+// proxies are gone; what they held the group gives back).
 func (r *remoteSide) setDown(node string, down bool) {
 	r.mu.Lock()
 	was := r.down[node]
 	r.down[node] = down
-	var gone []*remoteConsumer
+	var gone, waiting []*remoteConsumer
 	if down && !was {
 		for id, rc := range r.consumers {
 			if rc.q.home == node {
-				gone = append(gone, rc)
+				if rc.q.typ == r.quorumType {
+					waiting = append(waiting, rc)
+				} else {
+					gone = append(gone, rc)
+				}
 				delete(r.consumers, id)
 			}
 		}
@@ -94,6 +101,12 @@ func (r *remoteSide) setDown(node string, down bool) {
 	r.mu.Unlock()
 	for _, rc := range gone {
 		rc.q.dropConsumer(rc)
+	}
+	for _, rc := range waiting {
+		rc.q.mu.Lock()
+		rc.pending = nil
+		rc.q.mu.Unlock()
+		rc.q.lost.Store(true)
 	}
 }
 
@@ -199,6 +212,9 @@ type remoteQueue struct {
 	// leader: a quorum queue's leader as the member this stand-in
 	// forwards to named it in its last Stats answer ("" before one).
 	leader string
+	// lost: a quorum queue's stand-in whose member stopped with its
+	// consumers attached there (setDown): repointStandIns replaces it.
+	lost atomic.Bool
 }
 
 // remoteConsumer is a consumer of this node attached to a remote queue.
@@ -337,24 +353,6 @@ func (q *remoteQueue) dropConsumer(rc *remoteConsumer) {
 	q.mu.Unlock()
 	if ok && q.v.hooks.Cancel != nil {
 		q.v.hooks.Cancel(q, queue.ConsumerRef{Tag: rc.tag, Consumer: rc.c})
-	}
-}
-
-// dropAll cancels every consumer of the stand-in (its node got a replica
-// of the queue instead): the home forgets them and the channels tell
-// their clients, as for a deleted queue. Call it without v.mu.
-func (q *remoteQueue) dropAll() {
-	q.mu.Lock()
-	rcs := make([]*remoteConsumer, 0, len(q.consumers))
-	for _, rc := range q.consumers {
-		rcs = append(rcs, rc)
-	}
-	q.mu.Unlock()
-	for _, rc := range rcs {
-		q.RemoveConsumer(rc.tag, rc.c)
-		if q.v.hooks.Cancel != nil {
-			q.v.hooks.Cancel(q, queue.ConsumerRef{Tag: rc.tag, Consumer: rc.c})
-		}
 	}
 }
 

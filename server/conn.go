@@ -925,7 +925,7 @@ func (c *conn) consumedQueues() []queue.Queue {
 	defer c.consMu.Unlock()
 	qs := make([]queue.Queue, 0, len(c.consumers))
 	for k := range c.consumers {
-		qs = append(qs, k.q)
+		qs = append(qs, k.queue())
 	}
 	return qs
 }
