@@ -419,6 +419,7 @@ var jepsenScenarios = []struct {
 	{"WipeAndRejoin", false, false, wipeAndRejoin},
 	{"KillAll", false, false, killAll},
 	{"RollingRestart", false, false, rollingRestart},
+	{"MembershipChanges", false, false, membershipChanges},
 }
 
 // kindsName names a set of kinds: "classic+quorum".
