@@ -51,3 +51,22 @@ func EntryLoads(q *Queue) (loads, entries int) {
 	})
 	return q.reader.loads, len(idx)
 }
+
+// SetMaxHeld sets maxHeld until the returned func restores it.
+func SetMaxHeld(n int) func() {
+	old := maxHeld
+	maxHeld = n
+	return func() { maxHeld = old }
+}
+
+// HeldLen is how many deliveries q's consumer tag holds (local.held).
+func HeldLen(q *Queue, tag string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, lc := range q.consumers {
+		if lc.tag == tag {
+			return len(lc.held)
+		}
+	}
+	return 0
+}

@@ -157,3 +157,44 @@ func TestRefusedHeldUnboundedInOrder(t *testing.T) {
 		t.Fatalf("after the Kick: %+v, want nothing left", st)
 	}
 }
+
+// An unbounded consumer that attaches to a backlog while busy holds at
+// most maxHeld of it (the machine checks the whole backlog out to it at
+// once): the rest goes back in place and comes after, in order.
+func TestRefusedHeldUnboundedBounded(t *testing.T) {
+	t.Cleanup(quorum.SetMaxHeld(10))
+	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
+	t.Cleanup(func() { typ.Close() })
+	x, err := typ.New(queue.Decl{VHost: "/", Name: "backlog", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := x.(*quorum.Queue)
+	var want []string
+	for i := range 50 {
+		publishWait(t, q, fmt.Sprint(i))
+		want = append(want, fmt.Sprint(i))
+	}
+	g := &gate{noAck: true, shut: true}
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: g, NoAck: true}); err != nil {
+		t.Fatal(err)
+	}
+	q.Kick(nil)
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := quorum.HeldLen(q, "c"); n != 10 {
+		t.Fatalf("the busy consumer holds %d, want 10 (maxHeld)", n)
+	}
+	if st := q.Stats(); st.Ready+st.Unacked != 50 || st.Unacked != 10 {
+		t.Fatalf("after the refusals: %+v, want 40 ready and the 10 held checked out", st)
+	}
+	g.set(false)
+	q.Kick(nil)
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.bodies(); !slices.Equal(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+}

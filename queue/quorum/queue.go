@@ -114,6 +114,10 @@ type local struct {
 	exclusive bool
 }
 
+// maxHeld bounds what a consumer without a prefetch holds (local.held);
+// one with a prefetch is bounded by it.
+var maxHeld = 4096
+
 // heldDelivery is a delivery a consumer refused: its body is read back
 // when it is offered again.
 type heldDelivery struct {
@@ -771,6 +775,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 				continue
 			}
 			if len(lc.held) > 0 {
+				if !lc.bounded() && len(lc.held) >= maxHeld {
+					// Blocked since its first refusal, an unbounded
+					// consumer (attached to a backlog, say) keeps no
+					// more: the rest goes back in place, for it to be
+					// given again, in order, once it took what it holds.
+					back = addBack(back, lc.key, d.e.Seq)
+					continue
+				}
 				lc.held = append(lc.held, heldDelivery{d.e, d.m}) // behind what it refused
 				continue
 			}
