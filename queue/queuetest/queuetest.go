@@ -52,6 +52,10 @@ type Features struct {
 	ConsumerPrio   bool // x-priority of consumers
 	ExclusiveUse   bool // exclusive consumers
 	RequeueInPlace bool // a requeued message returns to its place by age
+	// RejectPastLimit: reject-publish takes the message that takes the
+	// queue over its limit and refuses the next (RabbitMQ's quorum
+	// queues); a classic queue refuses at the limit.
+	RejectPastLimit bool
 	// Log: the type is a log (streams): every consumer reads every
 	// message, acks keep it, and there is no get, purge, no-ack or
 	// requeue. The cases of a queue's destructive consumption skip.
@@ -568,6 +572,12 @@ func testMaxLength(t *testing.T, h *Harness) {
 	wantBodies(t, "drop-head keeps the newest", []queue.Entry{e1, e2}, "2", "3")
 
 	r := h.newQueue(t, "reject", map[string]any{"x-max-length": int32(1), "x-overflow": "reject-publish"}, queue.Hooks{})
+	if h.Features.RejectPastLimit {
+		if !h.publish(t, r, "a") || !h.publish(t, r, "b") || h.publish(t, r, "c") {
+			t.Fatal("reject-publish past the limit: want the first two taken and the third refused")
+		}
+		return
+	}
 	if !h.publish(t, r, "a") || h.publish(t, r, "b") {
 		t.Fatal("reject-publish: want the first taken and the second refused")
 	}

@@ -36,7 +36,8 @@ func TestContract(t *testing.T) {
 	typ := quorum.NewType(quorum.Config{Dir: t.TempDir(), Now: clk.Now, Log: func(err error, msg string) { t.Logf("%s: %v", msg, err) }})
 	t.Cleanup(func() { typ.Close() })
 	queuetest.Run(t, queuetest.Harness{Type: synced{typ}, Advance: clk.Advance, AwaitConfirms: true, Persistent: true,
-		Features: queuetest.Features{TTL: true, MaxLength: true, DeadLetter: true, SingleActive: true, ConsumerPrio: true, ExclusiveUse: true}})
+		Features: queuetest.Features{TTL: true, MaxLength: true, DeadLetter: true, SingleActive: true, ConsumerPrio: true,
+			RejectPastLimit: true}}) // no ExclusiveUse: rabbit_fifo ignores the flag
 }
 
 // synced makes durable quorum queues whose settlements, kicks and

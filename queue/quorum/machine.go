@@ -35,6 +35,10 @@ type machine struct {
 	readyN    int
 	readyB    int64
 	now       int64 // the entry's leader clock, Unix ms
+	// rejecting: publishes are refused (reject-publish under fifoRules):
+	// from when the queue went over its limit until it is down to 80% of
+	// it.
+	rejecting bool
 
 	// Not state: the body cache's use.
 	cachedN int
@@ -45,16 +49,44 @@ type machine struct {
 
 // config is what of the queue's limits the machine applies.
 type config struct {
-	TTL           int64 // ms; -1 none
-	MaxLen        int64 // -1 none
-	MaxBytes      int64 // -1 none
-	Overflow      queue.Overflow
-	DeliveryLimit int64 // -1 none
+	TTL           int64          // ms; -1 none
+	MaxLen        int64          // -1 none
+	MaxBytes      int64          // -1 none
+	Overflow      queue.Overflow // with fifoRules
+	DeliveryLimit int64          // -1 none
 	SAC           bool
 }
 
+// fifoRules, set in a config's overflow byte (opConfig, snapshots),
+// selects rules of RabbitMQ 3.10's rabbit_fifo that earlier builds did
+// not follow; this build proposes it:
+//   - the length limits are applied after every entry, not only after an
+//     enqueue: a requeue that takes the queue over its limit, or a lower
+//     limit, drops the head at once; heads dropped together are
+//     dead-lettered newest first (rabbit_fifo's effects are in that order);
+//   - reject-publish takes the message that takes the queue over its
+//     limit and refuses publishes from then on until the queue is down to
+//     80% of it (rabbit_fifo's soft limit);
+//   - reject-publish-dlx, which quorum queues do not have, is drop-head;
+//   - basic.consume's exclusive flag is ignored.
+//
+// A config of before (the opConfig entries and snapshots of earlier
+// builds) has it clear and keeps the rules its entries were applied
+// with: a publish refused then is refused when its log is applied again.
+const fifoRules queue.Overflow = 0x80
+
+// overflow is the x-overflow behaviour, without fifoRules.
+func (c config) overflow() queue.Overflow { return c.Overflow &^ fifoRules }
+
+// rules reports whether c has fifoRules.
+func (c config) rules() bool { return c.Overflow&fifoRules != 0 }
+
 func configFor(l queue.Limits) config {
-	c := config{TTL: -1, MaxLen: l.MaxLength, MaxBytes: l.MaxLengthBytes, Overflow: l.Overflow, DeliveryLimit: -1, SAC: l.SingleActive}
+	o := l.Overflow
+	if o == queue.RejectPublishDLX {
+		o = queue.DropHead // RabbitMQ logs a warning and keeps the default
+	}
+	c := config{TTL: -1, MaxLen: l.MaxLength, MaxBytes: l.MaxLengthBytes, Overflow: o | fifoRules, DeliveryLimit: -1, SAC: l.SingleActive}
 	if l.HasMessageTTL {
 		c.TTL = l.MessageTTL.Milliseconds()
 	}
@@ -207,6 +239,11 @@ func (s *machine) apply(idx uint64, data []byte, local lookup, fx *effects) {
 	}
 	s.expireHeads(fx)
 	s.checkout(fx)
+	if s.cfg.rules() {
+		// Whatever the commands did (a requeue, a lower limit), after
+		// the consumers took what they could.
+		s.limit(fx)
+	}
 	fx.expiry = s.headExpiry()
 }
 
@@ -221,7 +258,11 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		if d.err != nil {
 			return
 		}
-		if s.full(len(body)) && s.cfg.Overflow != queue.DropHead {
+		refuse := s.rejecting
+		if !s.cfg.rules() {
+			refuse = s.full(len(body)) && s.cfg.Overflow != queue.DropHead
+		}
+		if refuse {
 			res(result{err: ErrRejected})
 			return
 		}
@@ -240,7 +281,10 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		s.readyN++
 		s.readyB += int64(x.size)
 		s.checkout(fx) // a consumer may take it before a limit or TTL 0 drops it
-		for s.cfg.Overflow == queue.DropHead && s.over() {
+		if s.cfg.rules() {
+			s.limit(fx)
+		}
+		for !s.cfg.rules() && s.cfg.Overflow == queue.DropHead && s.over() {
 			h := s.pop()
 			if h == nil {
 				break
@@ -258,19 +302,10 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			res(result{})
 			return
 		}
-		live := 0
-		for _, c := range s.consumers {
-			if c.cancelled {
-				continue // holds what it had; takes nothing
-			}
-			if c.exclusive {
-				res(result{err: queue.ErrExclusiveConsumer})
-				return
-			}
-			live++
-		}
-		if excl && live > 0 {
-			res(result{err: queue.ErrHasConsumers})
+		if s.cfg.rules() {
+			excl = false // rabbit_fifo ignores basic.consume's exclusive flag
+		} else if err := s.exclusiveUse(excl); err != nil {
+			res(result{err: err})
 			return
 		}
 		s.consumers = append(s.consumers, &consumer{key: key, node: node, pid: pid, prefetch: prefetch, priority: prio, exclusive: excl})
@@ -411,6 +446,65 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 	default:
 		d.err = errUnknown
 	}
+}
+
+// exclusiveUse is the exclusive consumers' check of before fifoRules:
+// an exclusive consumer shuts others out, and is refused while there is
+// another. A cancelled one counts for neither: it holds what it had and
+// takes nothing.
+func (s *machine) exclusiveUse(excl bool) error {
+	live := 0
+	for _, c := range s.consumers {
+		if c.cancelled {
+			continue
+		}
+		if c.exclusive {
+			return queue.ErrExclusiveConsumer
+		}
+		live++
+	}
+	if excl && live > 0 {
+		return queue.ErrHasConsumers
+	}
+	return nil
+}
+
+// limit applies the length limits under fifoRules, as rabbit_fifo's
+// evaluate_limit: drop-head dead-letters heads while the queue is over a
+// limit; reject-publish refuses publishes once it is over one, until it
+// is at or below 80% of every limit. rabbit_fifo evaluates them after
+// each command, its checkout done; the machine after each enqueue and
+// after each entry's checkout (an entry is a proposer's batch: a closed
+// channel's returns, then its detach; no consumer is to take them in
+// between).
+func (s *machine) limit(fx *effects) {
+	if s.cfg.overflow() == queue.RejectPublish {
+		if s.over() {
+			s.rejecting = true
+		} else if s.rejecting && s.belowSoft() {
+			s.rejecting = false
+		}
+		return
+	}
+	s.rejecting = false
+	first := len(fx.dead)
+	for s.over() {
+		h := s.pop()
+		if h == nil {
+			break
+		}
+		fx.dead = append(fx.dead, dead{h, queue.MaxLen})
+		s.forget(h)
+	}
+	slices.Reverse(fx.dead[first:])
+}
+
+// belowSoft reports whether the ready messages are at or below 80% of
+// every limit (rabbit_fifo's is_below_soft_limit: trunc(limit * 0.8)).
+func (s *machine) belowSoft() bool {
+	soft := func(v int64) int64 { return v/10*8 + v%10*8/10 }
+	return (s.cfg.MaxLen < 0 || int64(s.readyN) <= soft(s.cfg.MaxLen)) &&
+		(s.cfg.MaxBytes < 0 || s.readyB <= soft(s.cfg.MaxBytes))
 }
 
 // seen records a batch of pid whose first sequence number is seq, evicting

@@ -85,7 +85,7 @@ func randomLog(seed uint64, n int) []entry {
 				e.i64([]int64{-1, 0, 300}[r.IntN(3)])
 				e.i64([]int64{-1, 3, 10}[r.IntN(3)])
 				e.i64([]int64{-1, 200}[r.IntN(2)])
-				e.u8(uint8(r.IntN(2)))
+				e.u8([]uint8{0, 1, 0x80, 0x81}[r.IntN(4)]) // fifoRules or not
 				e.i64([]int64{-1, 0, 2}[r.IntN(3)])
 				e.u8(uint8(r.IntN(2)))
 			case opResetNode:
@@ -442,5 +442,163 @@ func TestMachineResetKeepsCurrentProposer(t *testing.T) {
 	}), nil, &effects{})
 	if len(s.consumers) != 1 || s.consumers[0].key != 201 {
 		t.Fatalf("consumers after the reset: %+v, want only 201", s.consumers)
+	}
+}
+
+func configCmd(seq uint64, c config) func(e *encoder) {
+	return func(e *encoder) {
+		e.u8(opConfig)
+		e.u64(seq)
+		e.i64(c.TTL)
+		e.i64(c.MaxLen)
+		e.i64(c.MaxBytes)
+		e.u8(uint8(c.Overflow))
+		e.i64(c.DeliveryLimit)
+		e.u8(b2u(c.SAC))
+	}
+}
+
+// readyBodies lists the ready messages' bodies, returns first.
+func readyBodies(s *machine) []string {
+	var out []string
+	for _, q := range []*deque{&s.returns, &s.ready} {
+		q.each(func(m *msg) { out = append(out, string(m.body.Body)) })
+	}
+	return out
+}
+
+// reject-publish under fifoRules, as RabbitMQ 3.10's rabbit_fifo: the
+// message that takes the queue over x-max-length is taken, the next ones
+// refused until the queue is down to 80% of the limit; the refusing
+// survives a snapshot. A config of before (no fifoRules: an old log's
+// opConfig) refuses at the limit, as it did.
+func TestMachineRejectPublishSoftLimit(t *testing.T) {
+	limits := queue.Limits{MaxLength: 5, MaxLengthBytes: -1, Overflow: queue.RejectPublish}
+	s := newMachine(configFor(limits))
+	var idx, seq uint64
+	publish := func(s *machine, body string) error {
+		idx++
+		seq++
+		fx := &effects{}
+		s.apply(idx, batchOf(7, enqueueCmd(seq, body)), nil, fx)
+		return fx.results[0].err
+	}
+	get := func(s *machine) {
+		idx++
+		seq++
+		s.apply(idx, batchOf(7, func(e *encoder) { e.u8(opGet); e.u64(seq); e.u8(1) }), nil, &effects{})
+	}
+	var got []bool
+	for i := range 8 {
+		got = append(got, publish(s, fmt.Sprint(i)) == nil)
+	}
+	if want := []bool{true, true, true, true, true, true, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("accepted %v, want %v", got, want)
+	}
+	get(s) // 5 ready: over 4 (80% of 5), still refusing
+	b, _, _ := s.encode()
+	r, err := decodeMachine(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.rejecting || publish(s, "x") == nil || publish(r, "x") == nil {
+		t.Fatal("with 5 ready a publish is taken (or a snapshot lost the refusing)")
+	}
+	get(s) // 4
+	if publish(s, "y") != nil {
+		t.Fatal("at 80% of the limit a publish is refused")
+	}
+	checkInvariants(t, s)
+
+	// A config of before refuses at the limit.
+	old := configFor(limits)
+	old.Overflow = queue.RejectPublish
+	s = newMachine(old)
+	got = got[:0]
+	for i := range 7 {
+		got = append(got, publish(s, fmt.Sprint(i)) == nil)
+	}
+	if want := []bool{true, true, true, true, true, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("old rules: accepted %v, want %v", got, want)
+	}
+}
+
+// drop-head under fifoRules: a requeue that takes the queue over its
+// limit drops the head, and so does a lower limit at once, the dropped
+// dead-lettered newest first; a config of before drops only when a
+// message is enqueued. reject-publish-dlx is drop-head.
+func TestMachineDropHeadAfterEveryCommand(t *testing.T) {
+	for _, rules := range []bool{true, false} {
+		c := configFor(queue.Limits{MaxLength: 1, MaxLengthBytes: -1, Overflow: queue.RejectPublishDLX})
+		if c.overflow() != queue.DropHead || !c.rules() {
+			t.Fatalf("reject-publish-dlx: overflow %d", c.Overflow)
+		}
+		if !rules {
+			c.Overflow = queue.DropHead
+		}
+		s := newMachine(c)
+		fx := &effects{}
+		s.apply(1, batchOf(7, enqueueCmd(1, "1"), func(e *encoder) { e.u8(opGet); e.u64(2); e.u8(0) }, enqueueCmd(3, "2")), nil, fx)
+		held := fx.results[1].m.id
+		fx = &effects{}
+		s.apply(2, batchOf(7, idsCmd(opReturnLast, 4, held)), nil, fx)
+		want := "[1]"
+		if !rules {
+			want = "[2 1]"
+		}
+		if got := fmt.Sprint(readyBodies(s)); got != want {
+			t.Fatalf("rules %v: after the requeue %s, want %s", rules, got, want)
+		}
+		if rules && (len(fx.dead) != 1 || fx.dead[0].reason != queue.MaxLen || string(fx.dead[0].m.body.Body) != "2") {
+			t.Fatalf("dead letters %+v, want 2 (maxlen)", fx.dead)
+		}
+		checkInvariants(t, s)
+	}
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s.apply(1, batchOf(7, enqueueCmd(1, "1"), enqueueCmd(2, "2"), enqueueCmd(3, "3")), nil, &effects{})
+	fx := &effects{}
+	s.apply(2, batchOf(7, configCmd(4, configFor(queue.Limits{MaxLength: 1, MaxLengthBytes: -1}))), nil, fx)
+	var dead []string
+	for _, x := range fx.dead {
+		dead = append(dead, string(x.m.body.Body))
+	}
+	if got := fmt.Sprint(readyBodies(s)); got != "[3]" || fmt.Sprint(dead) != "[2 1]" {
+		t.Fatalf("after a lower limit %s (dead %v), want [3] (dead [2 1], newest first)", got, dead)
+	}
+}
+
+// basic.consume's exclusive flag under fifoRules is ignored, as
+// rabbit_fifo does; a config of before refuses.
+func TestMachineExclusiveIgnored(t *testing.T) {
+	excl := func(seq, key uint64) func(e *encoder) {
+		return func(e *encoder) {
+			e.u8(opAttach)
+			e.u64(seq)
+			e.u64(key)
+			e.str("n")
+			e.u32(0)
+			e.u32(0)
+			e.u8(1)
+		}
+	}
+	for _, rules := range []bool{true, false} {
+		c := configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})
+		if !rules {
+			c.Overflow = queue.DropHead
+		}
+		s := newMachine(c)
+		fx := &effects{}
+		s.apply(1, batchOf(7, excl(1, 11), attachCmd(2, 12, 0), excl(3, 13)), nil, fx)
+		var errs []error
+		for _, r := range fx.results {
+			errs = append(errs, r.err)
+		}
+		want := "[<nil> <nil> <nil>]"
+		if !rules {
+			want = fmt.Sprint([]error{nil, queue.ErrExclusiveConsumer, queue.ErrExclusiveConsumer})
+		}
+		if fmt.Sprint(errs) != want {
+			t.Fatalf("rules %v: attaches %v, want %s", rules, errs, want)
+		}
 	}
 }

@@ -57,6 +57,12 @@ const (
 	flagFile   = 2 // version 3: body file, offset and length follow
 )
 
+// snapRejecting, in a snapshot's overflow byte (whose top bit is
+// fifoRules, its low bits the x-overflow), says that the machine refuses
+// publishes (machine.rejecting). Snapshots of before have it clear: they
+// never refused publishes that way.
+const snapRejecting = 0x40
+
 // flagSelfContained, in a version 3 header: no message refers to a log
 // entry or a body file.
 const flagSelfContained = 1
@@ -100,7 +106,7 @@ func (s *machine) encode() (b []byte, floor uint64, files []string) {
 	e.i64(s.cfg.TTL)
 	e.i64(s.cfg.MaxLen)
 	e.i64(s.cfg.MaxBytes)
-	e.u8(uint8(s.cfg.Overflow))
+	e.u8(uint8(s.cfg.Overflow) | b2u(s.rejecting)*snapRejecting)
 	e.i64(s.cfg.DeliveryLimit)
 	e.u8(b2u(s.cfg.SAC))
 	e.u64(s.nextID)
@@ -231,10 +237,12 @@ func readMachine(r io.Reader, rs *restoring, budgetN int, budgetB int64) (*machi
 	}
 	var c config
 	c.TTL, c.MaxLen, c.MaxBytes = d.i64(), d.i64(), d.i64()
-	c.Overflow = queue.Overflow(d.u8())
+	o := d.u8()
+	c.Overflow = queue.Overflow(o &^ snapRejecting)
 	c.DeliveryLimit = d.i64()
 	c.SAC = d.u8() == 1
 	s := newMachine(c)
+	s.rejecting = o&snapRejecting != 0
 	s.budgetN, s.budgetB = budgetN, budgetB
 	s.nextID, s.service, s.now = d.u64(), d.u64(), d.i64()
 	for range d.u32() {

@@ -125,7 +125,7 @@ func TestSnapshotVersionsAndExpand(t *testing.T) {
 	for range 3 {
 		want.i64(-1)
 	}
-	want.u8(0)
+	want.u8(uint8(fifoRules))
 	want.i64(-1)
 	want.u8(0)
 	want.u64(10) // next id
