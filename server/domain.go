@@ -420,6 +420,9 @@ func (v *vhost) Getter(a Actor, name string) (queue.Queue, queue.Getter, error) 
 	if !ok {
 		return nil, nil, &NotImplementedError{Op: "basic.get", Type: q.Type().Info().Name, Queue: name, VHost: v.name}
 	}
+	if q.Type().Info().Name == "quorum" && q.Decl().Args["x-single-active-consumer"] == true {
+		return nil, nil, &SingleActiveGetError{Name: name, VHost: v.name}
+	}
 	return q, g, nil
 }
 

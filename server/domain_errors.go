@@ -30,6 +30,13 @@ type LockedError struct {
 	Name, VHost string
 }
 
+// SingleActiveGetError: basic.get on a quorum queue with single active
+// consumer, which RabbitMQ 3.10's rabbit_fifo refuses (405
+// RESOURCE_LOCKED).
+type SingleActiveGetError struct {
+	Name, VHost string
+}
+
 // AccessReason is why an AccessError refused an operation.
 type AccessReason uint8
 
@@ -147,13 +154,14 @@ type StoreError struct {
 // Unwrap returns the store's error.
 func (e *StoreError) Unwrap() error { return e.Err }
 
-func (e *NotFoundError) Error() string       { return replyError(e).Text }
-func (e *LockedError) Error() string         { return replyError(e).Text }
-func (e *AccessError) Error() string         { return replyError(e).Text }
-func (e *PreconditionError) Error() string   { return replyError(e).Text }
-func (e *NotImplementedError) Error() string { return replyError(e).Text }
-func (e *UnknownTypeError) Error() string    { return replyError(e).Text }
-func (e *StoreError) Error() string          { return replyError(e).Text }
+func (e *NotFoundError) Error() string        { return replyError(e).Text }
+func (e *LockedError) Error() string          { return replyError(e).Text }
+func (e *SingleActiveGetError) Error() string { return replyError(e).Text }
+func (e *AccessError) Error() string          { return replyError(e).Text }
+func (e *PreconditionError) Error() string    { return replyError(e).Text }
+func (e *NotImplementedError) Error() string  { return replyError(e).Text }
+func (e *UnknownTypeError) Error() string     { return replyError(e).Text }
+func (e *StoreError) Error() string           { return replyError(e).Text }
 
 // replyError is the one mapping from errors to AMQP replies: a domain
 // error becomes its reply code with RabbitMQ's text, an *amqp.Error is
@@ -167,6 +175,7 @@ func replyError(err error) *amqp.Error {
 		ae  *amqp.Error
 		nf  *NotFoundError
 		le  *LockedError
+		sg  *SingleActiveGetError
 		acc *AccessError
 		pe  *PreconditionError
 		ni  *NotImplementedError
@@ -199,6 +208,11 @@ func replyError(err error) *amqp.Error {
 			"cannot obtain exclusive access to locked queue '%s' in vhost '%s'. "+
 				"It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.",
 			le.Name, le.VHost)
+	case errors.As(err, &sg):
+		return amqp.Errorf(amqp.ResourceLocked, 0, 0,
+			"cannot obtain access to locked queue '%s' in vhost '%s'. "+
+				"basic.get operations are not supported by quorum queues with single active consumer",
+			sg.Name, sg.VHost)
 	case errors.As(err, &acc):
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "%s", accessText(acc))
 	case errors.As(err, &pe):

@@ -24,6 +24,8 @@ func TestReplyError(t *testing.T) {
 		{&NotFoundError{Kind: "vhost", Name: "v"}, amqp.NotFound, "no vhost 'v'"},
 		{&LockedError{Name: "q", VHost: "/"}, amqp.ResourceLocked, "cannot obtain exclusive access to locked queue 'q' in vhost '/'. " +
 			"It could be originally declared on another connection or the exclusive property value does not match that of the original declaration."},
+		{&SingleActiveGetError{Name: "q", VHost: "/"}, amqp.ResourceLocked, "cannot obtain access to locked queue 'q' in vhost '/'. " +
+			"basic.get operations are not supported by quorum queues with single active consumer"},
 		{&AccessError{Reason: NoPermission, Kind: "queue", Name: "q", VHost: "/", User: "u"}, amqp.AccessRefused,
 			"access to queue 'q' in vhost '/' refused for user 'u'"},
 		{&AccessError{Reason: NoTopicPermission, Name: "a.b", Exchange: "amq.topic", VHost: "/", User: "u"}, amqp.AccessRefused,
