@@ -52,11 +52,12 @@ func EntryLoads(q *Queue) (loads, entries int) {
 	return q.reader.loads, len(idx)
 }
 
-// SetMaxHeld sets maxHeld until the returned func restores it.
-func SetMaxHeld(n int) func() {
-	old := maxHeld
-	maxHeld = n
-	return func() { maxHeld = old }
+// SetUnlimitedCredit sets unlimitedCredit until the returned func
+// restores it.
+func SetUnlimitedCredit(n int) func() {
+	old := unlimitedCredit
+	unlimitedCredit = n
+	return func() { unlimitedCredit = old }
 }
 
 // HeldLen is how many deliveries q's consumer tag holds (local.held).

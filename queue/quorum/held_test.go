@@ -158,11 +158,11 @@ func TestRefusedHeldUnboundedInOrder(t *testing.T) {
 	}
 }
 
-// An unbounded consumer that attaches to a backlog while busy holds at
-// most maxHeld of it (the machine checks the whole backlog out to it at
-// once): the rest goes back in place and comes after, in order.
+// A consumer without a prefetch that attaches to a backlog while busy
+// holds at most unlimitedCredit of it (its credit in the machine, as
+// RabbitMQ's 2000); the rest comes after, in order.
 func TestRefusedHeldUnboundedBounded(t *testing.T) {
-	t.Cleanup(quorum.SetMaxHeld(10))
+	t.Cleanup(quorum.SetUnlimitedCredit(10))
 	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
 	t.Cleanup(func() { typ.Close() })
 	x, err := typ.New(queue.Decl{VHost: "/", Name: "backlog", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
@@ -184,16 +184,31 @@ func TestRefusedHeldUnboundedBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := quorum.HeldLen(q, "c"); n != 10 {
-		t.Fatalf("the busy consumer holds %d, want 10 (maxHeld)", n)
+		t.Fatalf("the busy consumer holds %d, want 10 (its credit)", n)
 	}
 	if st := q.Stats(); st.Ready+st.Unacked != 50 || st.Unacked != 10 {
 		t.Fatalf("after the refusals: %+v, want 40 ready and the 10 held checked out", st)
 	}
-	g.set(false)
+	// A prefetch-0 consumer with acks is given as much.
+	g2 := &gate{shut: true}
+	if err := q.AddConsumer(queue.ConsumeOptions{Tag: "c2", Consumer: g2}); err != nil {
+		t.Fatal(err)
+	}
 	q.Kick(nil)
 	if err := q.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	if st := q.Stats(); st.Unacked != 20 {
+		t.Fatalf("with a second consumer without a prefetch: %+v, want 20 checked out", st)
+	}
+	q.RemoveConsumer("c2", g2)
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	g.set(false)
+	q.Kick(nil)
+	// The rest comes as its deliveries are settled (no-ack: at once).
+	waitUntil(t, "every message delivered", func() bool { return len(g.bodies()) >= len(want) })
 	if got := g.bodies(); !slices.Equal(got, want) {
 		t.Fatalf("delivered %v, want %v", got, want)
 	}

@@ -176,14 +176,17 @@ func TestReplicatedInstallKeepsBodiesOnDisk(t *testing.T) {
 	waitUntil(t, fmt.Sprintf("%d ready on the wiped b", n), func() bool { return bq.Stats().Ready == n })
 	check("b, installed from c", bq)
 
-	// Consumed on c: every body, in order.
+	// Consumed on c, acknowledged as it comes (a consumer without a
+	// prefetch has 2000 of credit): every body, in order.
 	rec := queuetest.NewRecorder(n, false)
 	if err := cq.AddConsumer(queue.ConsumeOptions{Tag: "c1", Consumer: rec, Prefetch: 0}); err != nil {
 		t.Fatal(err)
 	}
 	var got []queue.Entry
 	waitUntil(t, "every message delivered on c", func() bool {
-		got = append(got, rec.Take()...)
+		es := rec.Take()
+		cq.Settle(es, queue.Ack)
+		got = append(got, es...)
 		return len(got) == n
 	})
 	for i, e := range got {
@@ -191,7 +194,6 @@ func TestReplicatedInstallKeepsBodiesOnDisk(t *testing.T) {
 			t.Fatalf("delivery %d: %q, want %q", i, e.Msg.Body, bodies[i])
 		}
 	}
-	cq.Settle(got, queue.Ack)
 	waitUntil(t, "all acked on c", func() bool { st := cq.Stats(); return st.Ready == 0 && st.Unacked == 0 })
 	// The file goes once no snapshot the store keeps refers to it (it
 	// keeps two).

@@ -81,12 +81,17 @@ func (c config) overflow() queue.Overflow { return c.Overflow &^ fifoRules }
 // rules reports whether c has fifoRules.
 func (c config) rules() bool { return c.Overflow&fifoRules != 0 }
 
-func configFor(l queue.Limits) config {
+// configFor is the machine's config for limits l, with fifoRules or (not
+// rules) as earlier builds made it.
+func configFor(l queue.Limits, rules bool) config {
 	o := l.Overflow
-	if o == queue.RejectPublishDLX {
-		o = queue.DropHead // RabbitMQ logs a warning and keeps the default
+	if rules {
+		if o == queue.RejectPublishDLX {
+			o = queue.DropHead // RabbitMQ logs a warning and keeps the default
+		}
+		o |= fifoRules
 	}
-	c := config{TTL: -1, MaxLen: l.MaxLength, MaxBytes: l.MaxLengthBytes, Overflow: o | fifoRules, DeliveryLimit: -1, SAC: l.SingleActive}
+	c := config{TTL: -1, MaxLen: l.MaxLength, MaxBytes: l.MaxLengthBytes, Overflow: o, DeliveryLimit: -1, SAC: l.SingleActive}
 	if l.HasMessageTTL {
 		c.TTL = l.MessageTTL.Milliseconds()
 	}

@@ -129,14 +129,14 @@ func run(s *machine, log []entry) (*machine, string) {
 func TestMachineDeterministic(t *testing.T) {
 	for seed := range uint64(40) {
 		log := randomLog(seed, 300)
-		a, ta := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
-		b, tb := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
+		a, ta := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)), log)
+		b, tb := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)), log)
 		sa, _, _ := a.encode()
 		sb, _, _ := b.encode()
 		if ta != tb || !bytes.Equal(sa, sb) {
 			t.Fatalf("seed %d: two runs of one log differ", seed)
 		}
-		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log[:150])
+		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)), log[:150])
 		snap, _, _ := half.encode()
 		restored, err := decodeMachine(snap)
 		if err != nil {
@@ -230,7 +230,7 @@ func idsCmd(op uint8, seq uint64, ids ...uint64) func(e *encoder) {
 // cancelled one holds. A consumer that holds nothing goes at once.
 func TestMachineCancelKeepsWhatItHolds(t *testing.T) {
 	for _, sac := range []bool{false, true} {
-		s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: sac}))
+		s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1, SingleActive: sac}, true))
 		fx := &effects{}
 		s.apply(1, batchOf(7, attachCmd(1, 11, 10), attachCmd(2, 12, 10), enqueueCmd(3, "m1")), nil, fx)
 		if len(fx.deliver) != 1 {
@@ -262,7 +262,7 @@ func TestMachineCancelKeepsWhatItHolds(t *testing.T) {
 			t.Fatalf("sac %v: a cancelled consumer holding nothing stays", sac)
 		}
 	}
-	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
 	s.apply(1, batchOf(7, attachCmd(1, 11, 10), enqueueCmd(2, "m1"), keyCmd(opCancel, 3, 11)), nil, &effects{})
 	b, _, _ := s.encode()
 	r, err := decodeMachine(b)
@@ -279,7 +279,7 @@ func TestMachineCancelKeepsWhatItHolds(t *testing.T) {
 // says, in its order, with its delivery counts.
 func TestMachineAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
-	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
 	type mm struct {
 		body  string
 		count uint32
@@ -397,7 +397,7 @@ func enqueueCmd(seq uint64, body string) func(e *encoder) {
 // A batch sent again after an unknown outcome is applied once, whatever
 // came between; a later batch of the same proposer is not taken for it.
 func TestMachineBatchSentAgain(t *testing.T) {
-	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
 	a := batchOf(7, enqueueCmd(1, "a1"), enqueueCmd(2, "a2"))
 	b := batchOf(7, enqueueCmd(3, "b"))
 	c := batchOf(9, enqueueCmd(1, "c"))
@@ -409,7 +409,7 @@ func TestMachineBatchSentAgain(t *testing.T) {
 	}
 	// Sent again after later batches went first (a retry that lost the
 	// race): still applied, since the first copy never was.
-	s2 := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s2 := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
 	s2.apply(1, b, nil, &effects{})
 	s2.apply(2, a, nil, &effects{})
 	if s2.readyN != 3 {
@@ -420,7 +420,7 @@ func TestMachineBatchSentAgain(t *testing.T) {
 // A node's reset spares the consumers its current queue attached: a
 // reset that arrives late never detaches them.
 func TestMachineResetKeepsCurrentProposer(t *testing.T) {
-	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
 	attach := func(seq, key uint64) func(e *encoder) {
 		return func(e *encoder) {
 			e.u8(opAttach)
@@ -474,7 +474,7 @@ func readyBodies(s *machine) []string {
 // opConfig) refuses at the limit, as it did.
 func TestMachineRejectPublishSoftLimit(t *testing.T) {
 	limits := queue.Limits{MaxLength: 5, MaxLengthBytes: -1, Overflow: queue.RejectPublish}
-	s := newMachine(configFor(limits))
+	s := newMachine(configFor(limits, true))
 	var idx, seq uint64
 	publish := func(s *machine, body string) error {
 		idx++
@@ -511,7 +511,7 @@ func TestMachineRejectPublishSoftLimit(t *testing.T) {
 	checkInvariants(t, s)
 
 	// A config of before refuses at the limit.
-	old := configFor(limits)
+	old := configFor(limits, true)
 	old.Overflow = queue.RejectPublish
 	s = newMachine(old)
 	got = got[:0]
@@ -529,7 +529,7 @@ func TestMachineRejectPublishSoftLimit(t *testing.T) {
 // message is enqueued. reject-publish-dlx is drop-head.
 func TestMachineDropHeadAfterEveryCommand(t *testing.T) {
 	for _, rules := range []bool{true, false} {
-		c := configFor(queue.Limits{MaxLength: 1, MaxLengthBytes: -1, Overflow: queue.RejectPublishDLX})
+		c := configFor(queue.Limits{MaxLength: 1, MaxLengthBytes: -1, Overflow: queue.RejectPublishDLX}, true)
 		if c.overflow() != queue.DropHead || !c.rules() {
 			t.Fatalf("reject-publish-dlx: overflow %d", c.Overflow)
 		}
@@ -554,10 +554,10 @@ func TestMachineDropHeadAfterEveryCommand(t *testing.T) {
 		}
 		checkInvariants(t, s)
 	}
-	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}))
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
 	s.apply(1, batchOf(7, enqueueCmd(1, "1"), enqueueCmd(2, "2"), enqueueCmd(3, "3")), nil, &effects{})
 	fx := &effects{}
-	s.apply(2, batchOf(7, configCmd(4, configFor(queue.Limits{MaxLength: 1, MaxLengthBytes: -1}))), nil, fx)
+	s.apply(2, batchOf(7, configCmd(4, configFor(queue.Limits{MaxLength: 1, MaxLengthBytes: -1}, true))), nil, fx)
 	var dead []string
 	for _, x := range fx.dead {
 		dead = append(dead, string(x.m.body.Body))
@@ -582,7 +582,7 @@ func TestMachineExclusiveIgnored(t *testing.T) {
 		}
 	}
 	for _, rules := range []bool{true, false} {
-		c := configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})
+		c := configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)
 		if !rules {
 			c.Overflow = queue.DropHead
 		}

@@ -25,7 +25,11 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	}
 	q.nextKey++
 	key := q.pid + q.nextKey
-	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck, prefetch: int(o.Prefetch), priority: o.Priority, exclusive: o.Exclusive}
+	credit := int(o.Prefetch)
+	if credit == 0 || o.NoAck {
+		credit = unlimitedCredit
+	}
+	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck, prefetch: credit, priority: o.Priority, exclusive: o.Exclusive}
 	q.consumers[key] = lc
 	q.mu.Unlock()
 	_, err := q.attach(lc)

@@ -114,9 +114,12 @@ type local struct {
 	exclusive bool
 }
 
-// maxHeld bounds what a consumer without a prefetch holds (local.held);
-// one with a prefetch is bounded by it.
-var maxHeld = 4096
+// unlimitedCredit is the credit in the machine of a consumer without a
+// prefetch (prefetch 0, or no-ack): as RabbitMQ's quorum queues give it
+// (rabbit_quorum_queue's UNLIMITED_PREFETCH_COUNT), so that a consumer
+// attaching to a backlog is not given all of it at once (what its
+// connection refuses, it holds: local.held).
+var unlimitedCredit = 2000
 
 // heldDelivery is a delivery a consumer refused: its body is read back
 // when it is offered again.
@@ -216,7 +219,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 		return nil, err
 	}
 	q := &Queue{typ: t, decl: d, hooks: h, gid: gid, pid: newPID(), group: g, logs: &floorLog{Group: g}, place: p,
-		m: newMachine(configFor(l)), limits: l, consumers: map[uint64]*local{}, waiters: map[uint64]*waiter{},
+		m: newMachine(configFor(l, p == nil)), limits: l, consumers: map[uint64]*local{}, waiters: map[uint64]*waiter{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), inflight: make(chan struct{}, maxInflight), lastUse: t.cfg.Now()}
 	snaps := newSnapshots(q, inner, st.SnapshotDir(gid))
 	q.snaps = snaps
@@ -374,7 +377,7 @@ func (q *Queue) closeTransport() {
 }
 
 func (q *Queue) proposeConfig(l queue.Limits) {
-	c := configFor(l)
+	c := configFor(l, q.fifoRules())
 	q.propose(opConfig, func(e *encoder) {
 		e.i64(c.TTL)
 		e.i64(c.MaxLen)
@@ -383,6 +386,27 @@ func (q *Queue) proposeConfig(l queue.Limits) {
 		e.i64(c.DeliveryLimit)
 		e.u8(b2u(c.SAC))
 	}, nil)
+}
+
+// fifoRules reports whether the queue's configs select fifoRules: a
+// one-voter group's always; a replicated group's once every member runs
+// a build that applies them (Config.FifoRules), since every replica must
+// apply the log alike (an earlier build takes the bit for another
+// x-overflow).
+func (q *Queue) fifoRules() bool {
+	return q.place == nil || q.typ.cfg.FifoRules == nil || q.typ.cfg.FifoRules(q.place.Members)
+}
+
+// RefreshConfig proposes the queue's config again if this replica leads
+// its group: Config.FifoRules may say yes now.
+func (q *Queue) RefreshConfig() {
+	if !q.Leads() {
+		return
+	}
+	q.mu.Lock()
+	l := q.limits
+	q.mu.Unlock()
+	q.proposeConfig(l)
 }
 
 // elect makes a group whose one voter is this node (or, many, when this
@@ -775,14 +799,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 				continue
 			}
 			if len(lc.held) > 0 {
-				if !lc.bounded() && len(lc.held) >= maxHeld {
-					// Blocked since its first refusal, an unbounded
-					// consumer (attached to a backlog, say) keeps no
-					// more: the rest goes back in place, for it to be
-					// given again, in order, once it took what it holds.
-					back = addBack(back, lc.key, d.e.Seq)
-					continue
-				}
 				lc.held = append(lc.held, heldDelivery{d.e, d.m}) // behind what it refused
 				continue
 			}

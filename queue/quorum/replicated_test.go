@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ type replicas struct {
 	mu    sync.Mutex
 	types map[string]*quorum.Type
 	trans map[string]*raft.InmemTransport
+	// fifo is the types' Config.FifoRules (nil: yes).
+	fifo func(members []string) bool
 }
 
 func newReplicas(t *testing.T, names ...string) *replicas {
@@ -56,6 +59,12 @@ func newReplicasCommit(t *testing.T, timeout, commit time.Duration, names ...str
 func (r *replicas) start(n string) {
 	typ := quorum.NewType(quorum.Config{
 		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, CommitTimeout: r.commit, SnapshotThreshold: 32, NoSync: true,
+		FifoRules: func(members []string) bool {
+			r.mu.Lock()
+			f := r.fifo
+			r.mu.Unlock()
+			return f == nil || f(members)
+		},
 		Log: func(err error, msg string) { r.t.Logf("%s: %s: %v", n, msg, err) },
 		Transport: func(uint64) (raft.ServerAddress, raft.Transport, error) {
 			addr, tr := raft.NewInmemTransport(raft.ServerAddress(n))
@@ -503,4 +512,59 @@ func TestReplicatedLeaveDetachesAndForwardsSettles(t *testing.T) {
 	waitUntil(t, "c stopped", func() bool { return qs["c"].Replica().State == "Shutdown" })
 	qs["c"].Settle(held[:1], queue.Ack)
 	waitUntil(t, "c's ack of m0 applied on a", func() bool { st := qs["a"].Stats(); return st.Unacked == 2 })
+}
+
+// A replicated group's configs select fifoRules only once every member
+// runs a build that applies them (Config.FifoRules): until then the
+// queue keeps the rules of before (reject-publish refuses at the limit),
+// which an earlier build's members apply alike; a config proposed again
+// then turns them on (the message that goes over the limit is taken, the
+// next refused).
+func TestReplicatedFifoRulesOnlyWhenEveryMemberHasThem(t *testing.T) {
+	r := newReplicas(t, "a", "b", "c")
+	var everyone atomic.Bool
+	r.mu.Lock()
+	r.fifo = func(members []string) bool { return everyone.Load() }
+	r.mu.Unlock()
+	p := quorum.Placement{Group: 1<<62 | 14, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "gated", Durable: true}
+	limits := queue.Limits{MaxLength: 2, MaxLengthBytes: -1, Overflow: queue.RejectPublish}
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, limits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(body string) error {
+		ch := make(chan error, 1)
+		qs["b"].Type().Publish(&queue.Message{Body: []byte(body), Persistent: true}, []queue.Queue{qs["b"]}, nil, func(err error) { ch <- err })
+		select {
+		case err := <-ch:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatalf("publish %s: no answer", body)
+		}
+		return nil
+	}
+	for i, want := range []error{nil, nil, quorum.ErrRejected} {
+		if err := publish(fmt.Sprint(i)); !errors.Is(err, want) {
+			t.Fatalf("publish %d with a member without fifoRules: %v, want %v", i, err, want)
+		}
+	}
+	everyone.Store(true)
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	qs["a"].RefreshConfig()
+	if err := qs["a"].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, quorum.ErrRejected} {
+		if err := publish(fmt.Sprint("after-", i)); !errors.Is(err, want) {
+			t.Fatalf("publish %d once every member has fifoRules: %v, want %v", i, err, want)
+		}
+	}
 }

@@ -106,7 +106,7 @@ func TestSnapshotVersionsAndExpand(t *testing.T) {
 		log = append(log, entry{uint64(len(log) + 1), batchOf(1000, enqueueCmd(2*i+1, "x"), enqueueCmd(2*i+2, "y"))})
 	}
 	log = append(log, entry{6, batchOf(1000, func(e *encoder) { e.u8(opGet); e.u64(20); e.u8(0) })})
-	s, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
+	s, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)), log)
 	snap, floor, files := s.encode()
 	if floor != 1 || len(files) != 0 {
 		t.Fatalf("floor %d files %v, want 1 and none", floor, files)
@@ -331,7 +331,7 @@ func TestSnapshotDamaged(t *testing.T) {
 	for i := range uint64(3) {
 		log = append(log, entry{i + 1, batchOf(1000, enqueueCmd(i+1, "body"))})
 	}
-	s, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log)
+	s, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)), log)
 	own, _, _ := s.encode()
 	var x bytes.Buffer
 	if err := expand(&x, bytes.NewReader(own), bodySource{message: fakeLog}, 5); err != nil {
@@ -648,7 +648,7 @@ func TestSnapshotSentSpooled(t *testing.T) {
 func TestSnapshotRestoredAppliesAlike(t *testing.T) {
 	for seed := range uint64(20) {
 		log := randomLog(seed, 300)
-		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1})), log[:150])
+		half, _ := run(newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true)), log[:150])
 		snap, _, _ := half.encode()
 		var x bytes.Buffer
 		if err := expand(&x, bytes.NewReader(snap), bodySource{message: fakeLog}, seed+1); err != nil {
