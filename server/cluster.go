@@ -100,7 +100,7 @@ func (s *Server) announceStart() {
 		return
 	}
 	for s.clusterCtx.Err() == nil {
-		_, err := s.propose(&metaCmd{Op: opNodeStarted, Node: s.meta.self, Admin: &seed})
+		_, err := s.propose(&metaCmd{Op: opNodeStarted, Node: s.meta.self, Admin: &seed, Features: nodeFeatures})
 		if err == nil {
 			return
 		}

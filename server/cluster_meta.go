@@ -80,6 +80,8 @@ type metaCmd struct {
 
 	Policy *Policy  `json:"policy,omitempty"`
 	Admin  *auth.Op `json:"admin,omitempty"`
+	// Features: a node.started command's, its build's (cluster_features.go).
+	Features []string `json:"features,omitempty"`
 }
 
 // Command ops.
@@ -306,6 +308,11 @@ type meta struct {
 	// so the proposing node answers with its own.
 	mineMu sync.Mutex
 	mine   map[string][]byte
+
+	// featMu guards features: each node's, as its last node.started
+	// named them (cluster_features.go).
+	featMu   sync.Mutex
+	features map[string][]string
 }
 
 func newMeta(s *Server) *meta {
@@ -439,6 +446,7 @@ func (m *meta) apply(index uint64, c *metaCmd) metaResult {
 		if c.Admin != nil {
 			s.applyAdmin(c.Admin)
 		}
+		m.setFeatures(c.Node, c.Features)
 		m.nodeStarted(c.Node, strings.HasPrefix(c.ID, m.idBase))
 		return metaResult{}
 	case opNodeForget: // cluster_forget.go
@@ -647,6 +655,8 @@ type metaSnapshot struct {
 	Recent []recentResult `json:"recent,omitempty"`
 	Admin  *adminState    `json:"admin,omitempty"`
 	VHosts []vhostState   `json:"vhosts"`
+	// Features by node (cluster_features.go); earlier builds' lack it.
+	Features map[string][]string `json:"features,omitempty"`
 }
 
 type recentResult struct {
@@ -668,6 +678,7 @@ func (m *meta) Snapshot() ([]byte, error) {
 	for _, id := range m.order {
 		snap.Recent = append(snap.Recent, recentResult{id, m.recent[id]})
 	}
+	snap.Features = m.featuresSnapshot()
 	a, err := m.s.adminSnapshot()
 	if err != nil {
 		return nil, err
@@ -767,6 +778,9 @@ func (m *meta) Restore(b []byte) error {
 		if err := m.s.restoreAdmin(snap.Admin); err != nil {
 			return err
 		}
+	}
+	for n, fs := range snap.Features {
+		m.setFeatures(n, fs)
 	}
 	for _, st := range snap.VHosts {
 		v := m.s.vhost(st.Name)

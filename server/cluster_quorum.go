@@ -50,7 +50,7 @@ var replicaRetrySpacing = time.Minute
 
 // startGrace is how long a node just started takes the members it has
 // not heard from yet for running.
-const startGrace = 15 * time.Second
+var startGrace = 15 * time.Second // a var for the tests
 
 func quorumGroupName(gid uint64) string { return fmt.Sprintf("q%x", gid) }
 
@@ -58,6 +58,7 @@ func quorumGroupName(gid uint64) string { return fmt.Sprintf("q%x", gid) }
 func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 	c.NodeID = s.cfg.Cluster.NodeName
 	c.Timeout = 1500 * time.Millisecond
+	c.FifoRules = func(members []string) bool { return s.meta.hasFeature(featureFifoRules, members) }
 	// When a node dies, every group it was a member of fails to reach
 	// it: one rate-limited warning, not an error per group and retry.
 	c.RaftLogger = cluster.NewRaftLogger(s.log, hclog.Error).Named("quorum")

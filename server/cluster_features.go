@@ -1,0 +1,63 @@
+package server
+
+import (
+	"slices"
+)
+
+// Features: what a node's build applies that earlier builds did not,
+// where every replica must apply a log alike. Each node names its
+// features in its node.started command (earlier builds name none), the
+// metadata group keeps them by node (and in its snapshots), and a
+// quorum queue turns a feature on only once every member of its group
+// has it (quorum.Config.FifoRules): during a rolling upgrade the old
+// members would apply the log otherwise.
+
+// featureFifoRules: quorum queues' rabbit_fifo length limits and
+// exclusive flag (quorum's fifoRules).
+const featureFifoRules = "quorum.fifo-rules"
+
+// nodeFeatures are this build's features.
+var nodeFeatures = []string{featureFifoRules}
+
+// setFeatures records node's features, from its node.started command
+// (FSM goroutine). A change makes this node's quorum groups propose their
+// config again (their leaders do): one may turn fifoRules on now.
+func (m *meta) setFeatures(node string, fs []string) {
+	m.featMu.Lock()
+	if m.features == nil {
+		m.features = map[string][]string{}
+	}
+	changed := !slices.Equal(m.features[node], fs)
+	m.features[node] = slices.Clone(fs)
+	m.featMu.Unlock()
+	if changed && m.s.quorum != nil {
+		go func() {
+			for _, q := range m.s.quorum.Queues() {
+				q.RefreshConfig()
+			}
+		}()
+	}
+}
+
+// hasFeature reports whether every one of nodes has feature f.
+func (m *meta) hasFeature(f string, nodes []string) bool {
+	m.featMu.Lock()
+	defer m.featMu.Unlock()
+	for _, n := range nodes {
+		if !slices.Contains(m.features[n], f) {
+			return false
+		}
+	}
+	return true
+}
+
+// featuresSnapshot copies the features by node, for a snapshot.
+func (m *meta) featuresSnapshot() map[string][]string {
+	m.featMu.Lock()
+	defer m.featMu.Unlock()
+	out := make(map[string][]string, len(m.features))
+	for n, fs := range m.features {
+		out[n] = slices.Clone(fs)
+	}
+	return out
+}
