@@ -966,5 +966,64 @@ func init() {
 				}
 			},
 		},
+		Case{
+			// basic.qos with global=true, then basic.consume on a quorum
+			// queue: refused.
+			Name: "quorum/global-qos-refused",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := qqDeclare(t, tg, ch, "gqos", nil)
+				cch := clOpenChan(t, conn)
+				if err := cch.Qos(10, 0, true); err != nil {
+					t.Fatalf("basic.qos global: %v", err)
+				}
+				_, err := cch.Consume(q, "c", false, false, false, false, nil)
+				t.Logf("consume after global qos: %v", err)
+				ae := clExpectErr(t, conn, err, clCodeNotImplemented, clConnClose)
+				want := fmt.Sprintf("NOT_IMPLEMENTED - queue '%s' in vhost '%s' does not support global qos", q, tg.VHost())
+				if ae.Reason != want {
+					t.Fatalf("reply %q, want %q", ae.Reason, want)
+				}
+			},
+		},
+		Case{
+			// A consumer without a prefetch (prefetch 0, manual acks) of a
+			// quorum queue has at most 2000 unacknowledged deliveries
+			// (rabbit_quorum_queue's UNLIMITED_PREFETCH_COUNT): the rest
+			// stays ready until it acknowledges.
+			Name: "quorum/prefetch-zero-is-2000",
+			Run: func(t T, tg Target) {
+				conn, ch := clDialChan(t, tg)
+				q := qqDeclare(t, tg, ch, "pf0", nil)
+				pub := clConfirmChan(t, conn)
+				const n = 2100
+				var dcs []*amqp.DeferredConfirmation
+				for i := 1; i <= n; i++ {
+					dc, err := pub.PublishWithDeferredConfirm("", q, false, false, clBody(fmt.Sprint(i)))
+					if err != nil {
+						t.Fatalf("publish %d: %v", i, err)
+					}
+					dcs = append(dcs, dc)
+				}
+				for i, dc := range dcs {
+					if !dc.Wait() {
+						t.Fatalf("publish %d nacked", i+1)
+					}
+				}
+				cch := clOpenChan(t, conn)
+				ds := clConsume(t, cch, q, "c", false)
+				got := clRecvN(t, ds, 2000)
+				if st := qqStat(t, ch, q); st.Messages != n-2000 {
+					t.Fatalf("with 2000 unacknowledged: %d ready, want %d", st.Messages, n-2000)
+				}
+				if err := got[len(got)-1].Ack(true); err != nil {
+					t.Fatalf("ack: %v", err)
+				}
+				rest := clRecvN(t, ds, n-2000)
+				if b := string(rest[len(rest)-1].Body); b != fmt.Sprint(n) {
+					t.Fatalf("last delivery %q, want %d", b, n)
+				}
+			},
+		},
 	)
 }

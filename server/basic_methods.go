@@ -54,6 +54,11 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		ch.mu.Unlock()
 		return amqp.Errorf(amqp.NotAllowed, 0, 0, "attempt to reuse consumer tag '%s'", tag)
 	}
+	if _, global := ch.credit.Prefetch(); global > 0 && q != nil && q.Type().Info().Name == "quorum" {
+		// rabbit_quorum_queue refuses a channel's global prefetch.
+		ch.mu.Unlock()
+		return amqp.Errorf(amqp.NotImplemented, 0, 0, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost.name)
+	}
 	credit := ch.credit.NewConsumer()
 	ch.mu.Unlock()
 	prio, err := consumerPriority(m.Arguments, name, ch.c.vhost.name)
