@@ -44,7 +44,9 @@ func (v *vhost) moveConsumers(name string, from queue.Queue, refs []queue.Consum
 }
 
 // moveConsumer moves k from the queue object from to the one v serves
-// name with now.
+// name with now. Should that one be replaced while k attaches to it (a
+// second membership change, whose move did not see k there yet), k moves
+// on to its successor.
 func (v *vhost) moveConsumer(k *consumer, name string, from queue.Queue) {
 	k.moving.Lock()
 	defer k.moving.Unlock()
@@ -52,26 +54,35 @@ func (v *vhost) moveConsumer(k *consumer, name string, from queue.Queue) {
 		return // cancelled, or moved already
 	}
 	from.RemoveConsumer(k.tag, k)
-	to := v.lookupQueue(name)
-	if to == nil || to == from || to.Deleted() {
-		k.ch.cancelByBroker(k)
-		return
-	}
-	if err := to.AddConsumer(k.opts); err != nil {
-		v.log.Warn().Err(err).Str("vhost", v.name).Str("queue", name).Str("consumer", k.tag).Msg("a consumer could not follow its quorum queue to another replica: cancelled")
-		k.ch.cancelByBroker(k)
-		return
-	}
-	k.setQueue(to)
-	if k.gone.Load() {
-		// Its channel dropped it meanwhile, from the queue it read
-		// before this move set the new one.
+	for range maxMoves {
+		to := v.lookupQueue(name)
+		if to == nil || to == from || to.Deleted() {
+			break
+		}
+		if err := to.AddConsumer(k.opts); err != nil {
+			v.log.Warn().Err(err).Str("vhost", v.name).Str("queue", name).Str("consumer", k.tag).Msg("a consumer could not follow its quorum queue to another replica: cancelled")
+			break
+		}
+		k.setQueue(to)
+		if k.gone.Load() {
+			// Its channel dropped it meanwhile, from the queue it read
+			// before this move set the new one.
+			to.RemoveConsumer(k.tag, k)
+			return
+		}
+		if v.lookupQueue(name) == to {
+			v.log.Debug().Str("vhost", v.name).Str("queue", name).Str("consumer", k.tag).Msg("consumer moved to the quorum queue's new replica or member")
+			to.Kick(nil)
+			return
+		}
 		to.RemoveConsumer(k.tag, k)
-		return
+		from = to
 	}
-	v.log.Debug().Str("vhost", v.name).Str("queue", name).Str("consumer", k.tag).Msg("consumer moved to the quorum queue's new replica or member")
-	to.Kick(nil)
+	k.ch.cancelByBroker(k)
 }
+
+// maxMoves bounds the objects one move goes through.
+const maxMoves = 5
 
 // consumerRefs lists the stand-in's consumers.
 func (q *remoteQueue) consumerRefs() []queue.ConsumerRef {
