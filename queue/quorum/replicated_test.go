@@ -237,18 +237,7 @@ func TestReplicatedRejectPublish(t *testing.T) {
 	r := newReplicas(t, "a", "b", "c")
 	p := quorum.Placement{Group: 1<<62 | 8, Members: []string{"a", "b", "c"}, Leader: "a"}
 	decl := queue.Decl{VHost: "/", Name: "full", Durable: true}
-	limits := queue.Limits{MaxLength: 2, MaxLengthBytes: -1, Overflow: queue.RejectPublish}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, limits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	qs := newMembers(t, r, p, decl, queue.Limits{MaxLength: 2, MaxLengthBytes: -1, Overflow: queue.RejectPublish})
 	publishWait(t, qs["b"], "1")
 	publishWait(t, qs["b"], "2")
 	publishWait(t, qs["b"], "3")
@@ -417,6 +406,24 @@ func TestReplicatedGetReturnedWithItsNode(t *testing.T) {
 	}
 }
 
+// newMembers opens every replica of r as a new member of p's group with
+// limits, and waits until the first one (the leader) applied an entry.
+func newMembers(t *testing.T, r *replicas, p quorum.Placement, decl queue.Decl, limits queue.Limits) map[string]*quorum.Queue {
+	t.Helper()
+	qs := map[string]*quorum.Queue{}
+	for _, n := range r.names {
+		q, err := r.typ(n).NewMember(decl, limits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[n] = q
+	}
+	if err := qs[r.names[0]].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return qs
+}
+
 // newGroup starts replicas a, b and c of a new replicated queue (group
 // 1<<62|n, first leader a) and waits until a leads it.
 func newGroup(t *testing.T, n uint64, name string) (*replicas, quorum.Placement, queue.Decl, map[string]*quorum.Queue) {
@@ -528,18 +535,7 @@ func TestReplicatedFifoRulesOnlyWhenEveryMemberHasThem(t *testing.T) {
 	r.mu.Unlock()
 	p := quorum.Placement{Group: 1<<62 | 14, Members: []string{"a", "b", "c"}, Leader: "a"}
 	decl := queue.Decl{VHost: "/", Name: "gated", Durable: true}
-	limits := queue.Limits{MaxLength: 2, MaxLengthBytes: -1, Overflow: queue.RejectPublish}
-	qs := map[string]*quorum.Queue{}
-	for _, n := range r.names {
-		q, err := r.typ(n).NewMember(decl, limits, queue.Hooks{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qs[n] = q
-	}
-	if err := qs["a"].Sync(); err != nil {
-		t.Fatal(err)
-	}
+	qs := newMembers(t, r, p, decl, queue.Limits{MaxLength: 2, MaxLengthBytes: -1, Overflow: queue.RejectPublish})
 	publish := func(body string) error {
 		ch := make(chan error, 1)
 		qs["b"].Type().Publish(&queue.Message{Body: []byte(body), Persistent: true}, []queue.Queue{qs["b"]}, nil, func(err error) { ch <- err })
