@@ -415,17 +415,6 @@ func TestSparesRecycled(t *testing.T) {
 	g := group(t, s, 1)
 	data := strings.Repeat("r", 64<<10)
 	next := uint64(1)
-	store := func() {
-		t.Helper()
-		if err := g.StoreLog(&raft.Log{Index: next, Term: 1, Data: []byte(data)}); err != nil {
-			t.Fatal(err)
-		}
-		next++
-	}
-	// Past the half of the current segment, which asks for a spare.
-	for s.Stats().Segments < 2*maxSpares || s.cur.end <= size/2 {
-		store()
-	}
 	spares := func() int {
 		n := 0
 		for i := range maxSpares {
@@ -445,9 +434,28 @@ func TestSparesRecycled(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	store := func() {
+		t.Helper()
+		if s.cur.seq > 1 && s.cur.end+int64(2*len(data)) > size {
+			// Every segment after the first is made from a spare (only
+			// those are recycled): the spare maker, which zero-fills
+			// one after each roll, is waited for on a loaded machine.
+			waitFor("a spare before the roll", func() bool { return spares() > 0 })
+		}
+		if err := g.StoreLog(&raft.Log{Index: next, Term: 1, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	// Past the half of the current segment, which asks for a spare.
+	for s.Stats().Segments < 2*maxSpares || s.cur.end <= size/2 {
+		store()
+	}
 	// The spare the traffic asked for is made, so that the spare maker
 	// is idle from here on.
-	waitFor("the spare asked for", func() bool { return spares() > 0 })
+	// (spareReady is set once the spare maker has counted its zero-fill:
+	// the roll into the last segment cleared it.)
+	waitFor("the spare asked for", func() bool { return spares() > 0 && s.spareReady.Load() })
 	// Everything but the last entry goes: all segments but the last
 	// ones are free at once.
 	if err := g.DeleteRange(1, next-2); err != nil {
