@@ -16,8 +16,9 @@ import (
 // Raft's heartbeat timeout (1.5 to 3 s, then an election timeout) would
 // tell them, as Erlang distribution tells RabbitMQ's nodes at once: a
 // connection from a peer that ends makes this node dial the peer's
-// listener (so does the end of this node's own Raft link to the peer),
-// and a refusal makes it lost now (peerLost). Anything else
+// listener (so does the end of this node's own Raft link to the peer; up
+// to three times, 100 ms apart, for a peer that closes its connections
+// before its listener), and a refusal makes it lost now (peerLost). Anything else
 // (the dial works, or times out: a loaded or partitioned peer) leaves it
 // to the probes and timeouts.
 
@@ -38,7 +39,19 @@ func (n *Node) connLost(node string) {
 	n.mu.Unlock()
 	go func() {
 		defer n.wg.Done()
+		// A peer stopping cleanly may close its connections a moment
+		// before its listener: asked again shortly, it refuses.
 		refused := n.refuses(node)
+		for i := 1; i < lostChecks && !refused; i++ {
+			select {
+			case <-time.After(lostCheckGap):
+			case <-n.ctx.Done():
+			}
+			if n.ctx.Err() != nil {
+				break
+			}
+			refused = n.refuses(node)
+		}
 		n.mu.Lock()
 		delete(n.checking, node)
 		n.mu.Unlock()
@@ -47,6 +60,13 @@ func (n *Node) connLost(node string) {
 		}
 	}()
 }
+
+// lostChecks is how many times connLost dials a peer whose connection
+// ended, lostCheckGap apart, before it leaves it to the probes.
+const (
+	lostChecks   = 3
+	lostCheckGap = 100 * time.Millisecond
+)
 
 // refuses reports whether node's listener refuses a connection now.
 func (n *Node) refuses(node string) bool {
