@@ -23,9 +23,11 @@ import (
 
 type homeSide struct {
 	s  *Server
-	mu sync.Mutex // guards peers and retired; before peer.mu
+	mu sync.Mutex // guards peers; before peer.mu
 	// peers by node name
 	peers map[string]*peer
+	// retMu guards retired; a leaf (taken under peer.mu).
+	retMu sync.Mutex
 	// retired: the replicas of quorum queues this node is no longer a
 	// member of (quorum.Queue.Leave), for a while: what their proxies
 	// delivered before is settled through them (they forward to the
@@ -44,8 +46,8 @@ const retiredFor = time.Hour
 
 // retire keeps q, the replica of vhost's queue name that left this node.
 func (h *homeSide) retire(vhost, name string, q queue.Queue) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.retMu.Lock()
+	defer h.retMu.Unlock()
 	if h.retired == nil {
 		h.retired = map[qkey]retiredQueue{}
 	}
@@ -60,8 +62,8 @@ func (h *homeSide) retire(vhost, name string, q queue.Queue) {
 // retiredQueue is the replica of vhost's queue name that left this node
 // last, nil none.
 func (h *homeSide) retiredQueue(vhost, name string) queue.Queue {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.retMu.Lock()
+	defer h.retMu.Unlock()
 	return h.retired[qkey{vhost, name}].q
 }
 
@@ -439,7 +441,7 @@ func (h *homeSide) handleOps(_ context.Context, from string, req []byte) ([]byte
 				seqs = append(seqs, r.uv())
 			}
 			_, q := s.homeQueue(vh, name)
-			p.settle(q, h.retiredQueue(vh, name), seqs, op)
+			p.settle(q, vh, name, seqs, op)
 		case linkCredit:
 			id, n := r.uv(), r.uv()
 			p.credit(id, int(n))
@@ -457,16 +459,22 @@ func (h *homeSide) handleOps(_ context.Context, from string, req []byte) ([]byte
 	return statuses, nil
 }
 
-// settle ends deliveries the peer held of the queue served by q (nil:
-// none here now) or by retired (its replica that left this node, nil
-// none), and gives their proxies credit.
-func (p *peer) settle(q, retired queue.Queue, seqs []uint64, op queue.SettleOp) {
+// settle ends deliveries the peer held of vhost's queue name, served
+// here by q (nil: none now) or, for what it delivered before it left
+// this node, by its retired replica; it gives their proxies credit.
+func (p *peer) settle(q queue.Queue, vhost, name string, seqs []uint64, op queue.SettleOp) {
 	var es, old []queue.Entry
+	var retired queue.Queue
+	looked := false
 	kick := false
 	p.mu.Lock()
 	for _, seq := range seqs {
 		k := heldKey{q, seq}
 		he, ok := p.held[k]
+		if !ok && !looked {
+			// Only on a miss (rare): no lock per settlement otherwise.
+			retired, looked = p.h.retiredQueue(vhost, name), true
+		}
 		if !ok && retired != nil {
 			k = heldKey{retired, seq}
 			he, ok = p.held[k]

@@ -426,10 +426,7 @@ func (q *Queue) settleLeft(op uint8, ids []uint64) {
 	seq := q.seq
 	q.pmu.Unlock()
 	var e encoder
-	e.u8(batchVersion)
-	e.i64(q.typ.cfg.Now().UnixMilli())
-	e.u64(q.pid)
-	e.u32(1)
+	q.header(&e, 1)
 	e.u8(op)
 	e.u64(seq)
 	e.ids(ids)

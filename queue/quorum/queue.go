@@ -521,16 +521,22 @@ func (q *Queue) proposer() {
 			q.inbox.b, q.count = nil, 0
 			q.pmu.Unlock()
 			hdr := encoder{b: data[:0]}
-			hdr.u8(batchVersion)
-			hdr.i64(q.typ.cfg.Now().UnixMilli())
-			hdr.u64(q.pid)
-			hdr.u32(uint32(n))
+			q.header(&hdr, n)
 			b := batch{data: data, first: first, last: last, deadline: time.Now().Add(leaderWait)}
 			if err := q.send(b, false); err != nil {
 				q.fail(first, last, err)
 			}
 		}
 	}
+}
+
+// header writes an entry's header for n commands of this proposer: the
+// batch version, the leader clock, the proposer id (headerLen bytes).
+func (q *Queue) header(e *encoder, n int) {
+	e.u8(batchVersion)
+	e.i64(q.typ.cfg.Now().UnixMilli())
+	e.u64(q.pid)
+	e.u32(uint32(n))
 }
 
 // batch is one entry on its way.
