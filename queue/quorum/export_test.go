@@ -1,5 +1,7 @@
 package quorum
 
+import "runtime"
+
 // BodyCounts reports where q's replica keeps its messages' bodies: how
 // many messages its machine has, how many of them have their body in a
 // body file, how many have a body in memory, and the body cache's use
@@ -70,4 +72,29 @@ func HeldLen(q *Queue, tag string) int {
 		}
 	}
 	return 0
+}
+
+// HoldProposer keeps q's proposer from sending until the returned func
+// is called: what is proposed meanwhile goes to the group as one entry.
+// It takes every in-flight slot, then has the proposer take a tick,
+// whose send waits for a slot.
+func HoldProposer(q *Queue) (release func()) {
+	for range maxInflight {
+		q.inflight <- struct{}{}
+	}
+	q.propose(opTick, nil, nil)
+	for {
+		q.pmu.Lock()
+		n := q.count
+		q.pmu.Unlock()
+		if n == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	return func() {
+		for range maxInflight {
+			<-q.inflight
+		}
+	}
 }

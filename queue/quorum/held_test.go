@@ -213,3 +213,34 @@ func TestRefusedHeldUnboundedBounded(t *testing.T) {
 		t.Fatalf("delivered %v, want %v", got, want)
 	}
 }
+
+// A consumer cancelled (basic.cancel, a channel moving it elsewhere) in
+// the same log entry as an enqueue the machine checked out to it just
+// before the cancel: the delivery never reaches its channel, so it goes
+// back to the queue. (It stayed checked out to the cancelled consumer
+// for good: a confirmed message never delivered.)
+func TestCancelledInTheEntryOfItsCheckout(t *testing.T) {
+	g := &gate{}
+	q := gatedQueue(t, g, queue.ConsumeOptions{Prefetch: 10})
+	release := quorum.HoldProposer(q)
+	confirmed := make(chan error, 1)
+	q.Type().Publish(&queue.Message{Body: []byte("m"), Persistent: true}, []queue.Queue{q}, nil, func(err error) { confirmed <- err })
+	q.RemoveConsumer("c", g)
+	release()
+	if err := <-confirmed; err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.bodies(); len(got) != 0 {
+		t.Fatalf("the cancelled consumer was delivered %v", got)
+	}
+	if st := q.Stats(); st.Ready != 1 || st.Unacked != 0 {
+		t.Fatalf("after the entry: %+v, want the message ready again", st)
+	}
+	e, _, ok := q.Get(true)
+	if !ok || string(e.Msg.Body) != "m" {
+		t.Fatalf("get: %v %q", ok, e.Msg.Body)
+	}
+}

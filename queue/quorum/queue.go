@@ -780,19 +780,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var unblock, block []uint64
 	q.mu.Lock()
 	q.m.apply(l.Index, l.Data, q.lookup, &fx)
-	for k := range q.cancelling {
-		if c := q.m.consumer(k); c == nil || c.cancelled {
-			delete(q.cancelling, k) // its cancel is applied
-		}
-	}
 	if !replayed && !q.deleted {
 		for _, d := range fx.deliver {
 			lc := q.consumers[d.consumer]
 			if lc == nil {
 				if q.cancelling[d.consumer] {
 					// Checked out to a consumer cancelled here before its
-					// cancel was applied: it never reaches the channel,
-					// so it goes back.
+					// cancel was applied, or by the entry that applies it
+					// (ahead of the cancel in its batch): it never reaches
+					// the channel, so it goes back.
 					back = addBack(back, d.consumer, d.e.Seq)
 				}
 				continue // another node's, or detached here: its detach returns it
@@ -832,6 +828,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 					block = append(block, lc.key)
 				}
 			}
+		}
+	}
+	// After the deliveries: the entry that applies a cancel may have
+	// checked messages out to the consumer before it (an enqueue of the
+	// same proposer's batch); those go back above.
+	for k := range q.cancelling {
+		if c := q.m.consumer(k); c == nil || c.cancelled {
+			delete(q.cancelling, k) // its cancel is applied
 		}
 	}
 	var dead []queue.Dead
