@@ -38,7 +38,8 @@ func quorumError(err error) error {
 	switch {
 	case errors.As(err, &nf):
 		return &httpError{http.StatusNotFound, "Object Not Found", "not_found", nil}
-	case errors.Is(err, server.ErrNotQuorum), errors.Is(err, server.ErrNodeNotRunning), errors.Is(err, server.ErrNoCluster):
+	case errors.Is(err, server.ErrNotQuorum), errors.Is(err, server.ErrNodeNotRunning), errors.Is(err, server.ErrNoCluster),
+		errors.Is(err, server.ErrNodeLacksFeature):
 		return badRequest("%s", err.Error())
 	}
 	return err

@@ -46,6 +46,11 @@ var (
 	// ErrNodeNotRunning: the node named is not a running member of the
 	// cluster.
 	ErrNodeNotRunning = errors.New("node_not_running")
+	// ErrNodeLacksFeature: the node runs an earlier build, without a
+	// feature every member of the queue's group has (a rolling upgrade
+	// not done yet): as a replica it would apply the group's log by the
+	// earlier rules (cluster_features.go).
+	ErrNodeLacksFeature = errors.New("node_lacks_feature")
 	// ErrNoCluster: membership needs a cluster.
 	ErrNoCluster = errors.New("not a cluster: a single node's quorum queues have one replica")
 )
@@ -101,6 +106,9 @@ func (s *Server) AddQuorumMember(vhost, name, node string) error {
 	addr, up := s.running(node)
 	if !up {
 		return ErrNodeNotRunning
+	}
+	if f := s.meta.missingFeature(node, r.members); f != "" {
+		return fmt.Errorf("%w: %s has no %s, which every member of the queue has: upgrade it first", ErrNodeLacksFeature, node, f)
 	}
 	if _, err := s.propose(&metaCmd{Op: opQuorumAdd, VHost: vhost, Name: name, Inc: r.inc, Node: node, System: true}); err != nil {
 		return err

@@ -61,3 +61,27 @@ func (m *meta) featuresSnapshot() map[string][]string {
 	}
 	return out
 }
+
+// missingFeature names a feature every one of members has and node has
+// not ("" none): a replica on node would apply their group's log by
+// other rules, so it cannot join them (AddQuorumMember refuses). The
+// features are the members' own, not this build's: a node that knows
+// fewer features than the members serving the request refuses too. A
+// node whose node.started is not applied yet counts as having none.
+func (m *meta) missingFeature(node string, members []string) string {
+	m.featMu.Lock()
+	defer m.featMu.Unlock()
+	if len(members) == 0 {
+		return ""
+	}
+	for _, f := range m.features[members[0]] {
+		all := !slices.Contains(m.features[node], f)
+		for _, n := range members[1:] {
+			all = all && slices.Contains(m.features[n], f)
+		}
+		if all {
+			return f
+		}
+	}
+	return ""
+}
