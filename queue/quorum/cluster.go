@@ -458,3 +458,28 @@ func (t *Type) PeerLost(node string) {
 		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
 	}
 }
+
+// ConsumerHold is one consumer of a quorum queue as its machine has it:
+// for diagnostics (tests, logs).
+type ConsumerHold struct {
+	Key       uint64
+	Node      string
+	Out       int    // messages checked out to it
+	Cancelled bool   // basic.cancel applied; it goes once it holds nothing
+	Tag       string // "" for a consumer of another node (or gone here)
+}
+
+// ConsumerHolds lists the machine's consumers, in attach order.
+func (q *Queue) ConsumerHolds() []ConsumerHold {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]ConsumerHold, 0, len(q.m.consumers))
+	for _, c := range q.m.consumers {
+		h := ConsumerHold{Key: c.key, Node: c.node, Out: c.out, Cancelled: c.cancelled}
+		if lc := q.consumers[c.key]; lc != nil {
+			h.Tag = lc.tag
+		}
+		out = append(out, h)
+	}
+	return out
+}

@@ -98,3 +98,10 @@ func HoldProposer(q *Queue) (release func()) {
 		}
 	}
 }
+
+// InboxLen is how many commands wait in q's inbox.
+func InboxLen(q *Queue) int {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return q.count
+}

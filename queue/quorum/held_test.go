@@ -244,3 +244,46 @@ func TestCancelledInTheEntryOfItsCheckout(t *testing.T) {
 		t.Fatalf("get: %v %q", ok, e.Msg.Body)
 	}
 }
+
+// A consumer cancelled while its attach waits to be applied, with an
+// entry applied in between (another proposer's; here the held tick): the
+// entry after its attach that checks a message out to it, before its
+// cancel, delivers to no channel, so the message goes back. (It stayed
+// checked out to the cancelled consumer: this replica had forgotten the
+// cancel once an entry without the consumer was applied.)
+func TestCancelledBeforeItsAttachApplied(t *testing.T) {
+	typ := quorum.NewType(quorum.Config{Dir: t.TempDir()})
+	t.Cleanup(func() { typ.Close() })
+	x, err := typ.New(queue.Decl{VHost: "/", Name: "attach", Durable: true}, queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, queue.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := x.(*quorum.Queue)
+	g := &gate{}
+	release := quorum.HoldProposer(q)
+	attached := make(chan error, 1)
+	go func() { attached <- q.AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: g, Prefetch: 10}) }()
+	waitUntil(t, "the attach proposed", func() bool { return quorum.InboxLen(q) == 1 })
+	confirmed := make(chan error, 1)
+	q.Type().Publish(&queue.Message{Body: []byte("m"), Persistent: true}, []queue.Queue{q}, nil, func(err error) { confirmed <- err })
+	q.RemoveConsumer("c", g)
+	release()
+	if err := <-attached; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-confirmed; err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.bodies(); len(got) != 0 {
+		t.Fatalf("the cancelled consumer was delivered %v", got)
+	}
+	if st := q.Stats(); st.Ready != 1 || st.Unacked != 0 {
+		t.Fatalf("after the entries: %+v, want the message ready again", st)
+	}
+	if _, n := q.Counts(); n != 0 {
+		t.Fatalf("%d consumers counted, want none", n)
+	}
+}

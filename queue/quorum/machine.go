@@ -200,6 +200,7 @@ type result struct {
 	n        int
 	entry    *queue.Entry
 	m        *msg
+	get      bool // a basic.get's (entry nil: empty)
 }
 
 type dead struct {
@@ -389,7 +390,7 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		s.expireHeads(fx)
 		m := s.pop()
 		if m == nil {
-			res(result{})
+			res(result{get: true})
 			return
 		}
 		e := s.entry(m)
@@ -399,7 +400,7 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			m.owner = owner
 			s.out[m.id] = m
 		}
-		res(result{entry: &e, m: m, n: s.readyN})
+		res(result{get: true, entry: &e, m: m, n: s.readyN})
 	case opPurge:
 		n := s.readyN
 		for m := s.pop(); m != nil; m = s.pop() {

@@ -31,8 +31,15 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	}
 	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck, prefetch: credit, priority: o.Priority, exclusive: o.Exclusive}
 	q.consumers[key] = lc
+	if q.attaching == nil {
+		q.attaching = map[uint64]bool{}
+	}
+	q.attaching[key] = true
 	q.mu.Unlock()
 	_, err := q.attach(lc)
+	q.mu.Lock()
+	delete(q.attaching, key)
+	q.mu.Unlock()
 	if err != nil {
 		q.mu.Lock()
 		delete(q.consumers, key)

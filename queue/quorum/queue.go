@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/raftstore"
@@ -58,15 +59,18 @@ type Queue struct {
 	// cancel the machine has not applied yet: Counts counts them while
 	// they hold messages.
 	cancelling map[uint64]bool
-	downKeys   map[string]map[uint64]bool // by down node: its consumers when this leader first saw it down
-	deleted    bool
-	stopped    bool
-	stats      queue.MessageStats
-	expiry     *time.Timer
-	expiryAt   int64
-	lastUse    time.Time
-	idle       *time.Timer
-	reader     entryReader // the log entry messages were read back from last
+	// attaching: consumers of this node whose attach is proposed and not
+	// applied yet (a cancel may come first: it stays in cancelling).
+	attaching map[uint64]bool
+	downKeys  map[string]map[uint64]bool // by down node: its consumers when this leader first saw it down
+	deleted   bool
+	stopped   bool
+	stats     queue.MessageStats
+	expiry    *time.Timer
+	expiryAt  int64
+	lastUse   time.Time
+	idle      *time.Timer
+	reader    entryReader // the log entry messages were read back from last
 
 	nudger  cluster.Nudger // a replicated group's followers hear of what is applied at once
 	compact compactor      // snapshots sooner while the queue is near empty (compact.go)
@@ -656,8 +660,8 @@ func (t *Type) Forwarded(group uint64, data []byte) ([]byte, error) {
 		return nil, err
 	}
 	e := &encoder{}
-	refused, _ := f.Response().([]uint64)
-	e.ids(refused)
+	fr, _ := f.Response().(forwardResult)
+	fr.encode(e)
 	return e.b, nil
 }
 
@@ -666,28 +670,34 @@ func (t *Type) Forwarded(group uint64, data []byte) ([]byte, error) {
 // this member applies it. The other proposals' results (a get's message,
 // a purge's count) come from this member's own apply.
 func (q *Queue) forwarded(b batch, resp []byte) {
-	d := &decoder{b: resp}
-	refused := d.ids()
-	if d.err != nil {
+	fr, err := decodeForwardResult(resp)
+	if err != nil {
 		return
 	}
 	var ws []*waiter
-	var errs []error
+	var rs []result
 	q.pmu.Lock()
 	for s := b.first; s <= b.last; s++ {
 		if w := q.waiters[s]; w != nil && w.msg != nil {
 			delete(q.waiters, s)
 			ws = append(ws, w)
 			var err error
-			if slices.Contains(refused, s) {
+			if slices.Contains(fr.refused, s) {
 				err = ErrRejected
 			}
-			errs = append(errs, err)
+			rs = append(rs, result{err: err})
+		}
+	}
+	for _, r := range fr.gets {
+		if w := q.waiters[r.seq]; w != nil && r.seq >= b.first && r.seq <= b.last {
+			delete(q.waiters, r.seq)
+			ws = append(ws, w)
+			rs = append(rs, r)
 		}
 	}
 	q.pmu.Unlock()
 	for i, w := range ws {
-		w.answer(result{err: errs[i]})
+		w.answer(rs[i])
 	}
 }
 
@@ -784,11 +794,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 		for _, d := range fx.deliver {
 			lc := q.consumers[d.consumer]
 			if lc == nil {
-				if q.cancelling[d.consumer] {
-					// Checked out to a consumer cancelled here before its
-					// cancel was applied, or by the entry that applies it
-					// (ahead of the cancel in its batch): it never reaches
-					// the channel, so it goes back.
+				if q.ownKey(d.consumer) {
+					// Checked out to a consumer of this replica removed
+					// here (a cancel or a detach not applied yet, or
+					// applied by this very entry, after an enqueue of its
+					// batch; or one whose attach is applied after its
+					// cancel was proposed): it never reaches a channel,
+					// so it goes back. (A detach applied first gave it
+					// back already: the machine ignores this then.)
 					back = addBack(back, d.consumer, d.e.Seq)
 				}
 				continue // another node's, or detached here: its detach returns it
@@ -834,7 +847,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// checked messages out to the consumer before it (an enqueue of the
 	// same proposer's batch); those go back above.
 	for k := range q.cancelling {
-		if c := q.m.consumer(k); c == nil || c.cancelled {
+		if c := q.m.consumer(k); c != nil && c.cancelled || c == nil && !q.attaching[k] {
 			delete(q.cancelling, k) // its cancel is applied
 		}
 	}
@@ -846,8 +859,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	for _, r := range fx.results {
-		if r.entry != nil && r.entry.Msg == nil && r.pid == q.pid {
-			r.entry.Msg = q.body(r.m)
+		if r.entry != nil && r.entry.Msg == nil && (r.pid == q.pid || r.get) {
+			r.entry.Msg = q.body(r.m) // another proposer's get: for its answer (Forwarded)
 		}
 	}
 	if !replayed {
@@ -914,14 +927,85 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	// For a forwarded entry (Type.Forwarded on the leader): which of the
 	// proposer's enqueues were refused, so that it confirms the others at
-	// once.
-	var refused []uint64
+	// once, and its gets' results.
+	var fr forwardResult
 	for _, r := range fx.results {
-		if r.pid != q.pid && errors.Is(r.err, ErrRejected) {
-			refused = append(refused, r.seq)
+		switch {
+		case r.pid == q.pid:
+		case errors.Is(r.err, ErrRejected):
+			fr.refused = append(fr.refused, r.seq)
+		case r.get:
+			fr.gets = append(fr.gets, r)
 		}
 	}
-	return refused
+	return fr
+}
+
+// forwardResult is what applying a forwarded entry tells its proposer.
+//
+// A basic.get is answered from it, not from the proposer's own apply:
+// the proposer may never apply the entry (its replica left the group
+// meanwhile, delete_member), and a no-ack get's message is gone from the
+// queue once the leader applied it.
+type forwardResult struct {
+	refused []uint64 // enqueues reject-publish refused
+	gets    []result
+}
+
+// encode writes fr as Forwarded answers: the refused sequence numbers
+// (all an earlier build reads), then the gets.
+func (fr forwardResult) encode(e *encoder) {
+	e.ids(fr.refused)
+	e.u32(uint32(len(fr.gets)))
+	for _, r := range fr.gets {
+		e.u64(r.seq)
+		e.u64(uint64(r.n))
+		if r.entry == nil || r.entry.Msg == nil {
+			e.u8(0)
+			continue
+		}
+		x := r.entry
+		e.u8(1)
+		e.u64(x.Seq)
+		e.u8(b2u(x.Redelivered))
+		e.u32(x.Returns)
+		e.i64(x.Expires)
+		e.str(x.Msg.Exchange)
+		e.str(x.Msg.RoutingKey)
+		e.bytes(x.Msg.Props)
+		e.bytes(x.Msg.Body)
+	}
+}
+
+// decodeForwardResult reads a Forwarded answer (an earlier build's has
+// no gets).
+func decodeForwardResult(b []byte) (forwardResult, error) {
+	d := &decoder{b: b}
+	fr := forwardResult{refused: d.ids()}
+	if d.err != nil || len(d.b) == 0 {
+		return fr, d.err
+	}
+	n := int(d.u32())
+	for i := 0; i < n && d.err == nil; i++ {
+		r := result{get: true, seq: d.u64(), n: int(d.u64())}
+		if d.u8() == 1 {
+			x := &queue.Entry{Seq: d.u64(), Redelivered: d.u8() == 1, Returns: d.u32(), Expires: d.i64()}
+			ex, rk, props, body := d.str(), d.str(), d.bytes(), d.bytes()
+			m := queue.NewStored(ex, rk, props, body, 0)
+			m.Persistent = amqp.PropDeliveryMode(props) == 2
+			x.Msg = m
+			r.entry = x
+		}
+		fr.gets = append(fr.gets, r)
+	}
+	return fr, d.err
+}
+
+// ownKey reports whether key is a consumer key of this replica's
+// incarnation (AddConsumer, reattach). q.mu is held.
+func (q *Queue) ownKey(key uint64) bool {
+	n := key - q.pid // the keys are q.pid plus 1, 2, ... (wrapping)
+	return n >= 1 && n <= q.nextKey
 }
 
 // earlyStores reports whether the group's leader may store its entries
