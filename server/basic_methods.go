@@ -54,7 +54,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		ch.mu.Unlock()
 		return amqp.Errorf(amqp.NotAllowed, 0, 0, "attempt to reuse consumer tag '%s'", tag)
 	}
-	if _, global := ch.credit.Prefetch(); global > 0 && q != nil && q.Type().Info().Name == "quorum" {
+	if _, global := ch.credit.Prefetch(); global > 0 && q != nil && isQuorum(q) {
 		// rabbit_quorum_queue refuses a channel's global prefetch.
 		ch.mu.Unlock()
 		return amqp.Errorf(amqp.NotImplemented, 0, 0, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost.name)
@@ -72,7 +72,30 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	k.setQueue(q)
 	k.opts = queue.ConsumeOptions{Tag: tag, Consumer: k, Exclusive: m.Exclusive, Priority: prio, Args: m.Arguments,
 		NoAck: m.NoAck, Prefetch: credit.Limit()}
-	switch err := q.AddConsumer(k.opts); {
+	// A move of the consumer (a membership change replacing q: it
+	// lists q's consumers, this one among them as soon as it attaches)
+	// waits until the attach here is done, or failed (gone).
+	k.moving.Lock()
+	err = q.AddConsumer(k.opts)
+	for range maxMoves {
+		// A quorum queue whose object here was replaced (a membership
+		// change) since findQueue: the consumer goes to the new one.
+		if !errors.Is(err, queue.ErrDeleted) || !isQuorum(q) {
+			break
+		}
+		cur := ch.c.vhost.lookupQueue(name)
+		if cur == nil || cur == q || cur.Deleted() {
+			break
+		}
+		q = cur
+		k.setQueue(q)
+		err = q.AddConsumer(k.opts)
+	}
+	if err != nil {
+		k.gone.Store(true)
+	}
+	k.moving.Unlock()
+	switch {
 	case errors.Is(err, queue.ErrExclusiveConsumer):
 		return amqp.Errorf(amqp.AccessRefused, 0, 0, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.name)
 	case errors.Is(err, queue.ErrHasConsumers):
@@ -92,8 +115,18 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		return err
 	}
 	q.Kick(nil)
+	if isQuorum(q) && ch.c.vhost.lookupQueue(name) != q {
+		// Replaced while the consumer attached: the move of the old
+		// object's consumers may have listed them before this one.
+		// Moving a consumer twice is harmless (moveConsumer).
+		ch.c.vhost.moveConsumers(name, q, []queue.ConsumerRef{{Tag: tag, Consumer: k}})
+	}
 	return nil
 }
+
+// isQuorum reports whether q serves a quorum queue (a replica or a
+// stand-in).
+func isQuorum(q queue.Queue) bool { return q.Type().Info().Name == "quorum" }
 
 func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
 	ch.mu.Lock()

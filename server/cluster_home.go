@@ -78,7 +78,16 @@ type peer struct {
 	proxies map[uint64]*proxy
 	held    map[heldKey]heldEntry
 	out     []outDelivery
+	// cancelled: consumers the peer cancelled before their
+	// "warren.consume" arrived (a cancel goes on the peer's link, its
+	// consume in a call of its own, and they may cross), with when: a
+	// consume that comes after its cancel is refused, or it would leave
+	// a proxy no one cancels. Kept cancelledFor.
+	cancelled map[uint64]time.Time
 }
+
+// cancelledFor is how long a cancel that overtook its consume is kept.
+const cancelledFor = time.Minute
 
 type heldKey struct {
 	q   queue.Queue
@@ -349,6 +358,12 @@ func (h *homeSide) handleConsume(_ context.Context, from string, req []byte) ([]
 	}
 	x := &proxy{p: p, id: c.ID, tag: c.Tag, q: q, noAck: c.NoAck, credit: window}
 	p.mu.Lock()
+	if _, ok := p.cancelled[c.ID]; ok {
+		// Cancelled already (its channel moved it, or closed).
+		delete(p.cancelled, c.ID)
+		p.mu.Unlock()
+		return []byte(consumeDeleted), nil
+	}
 	p.proxies[c.ID] = x
 	p.mu.Unlock()
 	err := q.AddConsumer(queue.ConsumeOptions{Tag: c.Tag, Consumer: x, Exclusive: c.Exclusive, Priority: c.Priority,
@@ -536,6 +551,18 @@ func (p *peer) cancel(id uint64) {
 	delete(p.proxies, id)
 	if x != nil {
 		x.gone = true
+	} else {
+		// Its consume may still be on its way.
+		now := time.Now()
+		if p.cancelled == nil {
+			p.cancelled = map[uint64]time.Time{}
+		}
+		for k, at := range p.cancelled {
+			if now.Sub(at) > cancelledFor {
+				delete(p.cancelled, k)
+			}
+		}
+		p.cancelled[id] = now
 	}
 	p.mu.Unlock()
 	if x != nil {

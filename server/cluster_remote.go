@@ -465,12 +465,24 @@ func (q *remoteQueue) drain(rc *remoteConsumer, ctx any) uint64 {
 // deliver takes deliveries the home sent to rc; false when rc is gone.
 func (q *remoteQueue) deliver(rc *remoteConsumer, es []queue.Entry) (bool, uint64) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.consumers[rc.id] != rc {
+		q.mu.Unlock()
+		return false, 0
+	}
+	if s, ok := rc.c.(interface{ servedBy(queue.Queue) bool }); ok && !s.servedBy(q) {
+		// Its channel's consumer went, or moved to another object, and
+		// this stand-in was not told (a move that crossed its attach):
+		// it is cancelled at the home as RemoveConsumer would, and this
+		// batch goes back (the home requeues what a consumer not here
+		// was sent).
+		q.mu.Unlock()
+		q.RemoveConsumer(rc.tag, rc.c)
 		return false, 0
 	}
 	rc.pending = append(rc.pending, es...)
-	return true, q.drain(rc, nil)
+	n := q.drain(rc, nil)
+	q.mu.Unlock()
+	return true, n
 }
 
 func (q *remoteQueue) Settle(entries []queue.Entry, op queue.SettleOp) {

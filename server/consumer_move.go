@@ -59,11 +59,13 @@ func (v *vhost) moveConsumer(k *consumer, name string, from queue.Queue) {
 		if to == nil || to == from || to.Deleted() {
 			break
 		}
+		// Set before it attaches: a stand-in that hands it deliveries
+		// checks that the consumer is its own (consumer.servedBy).
+		k.setQueue(to)
 		if err := to.AddConsumer(k.opts); err != nil {
 			v.log.Warn().Err(err).Str("vhost", v.name).Str("queue", name).Str("consumer", k.tag).Msg("a consumer could not follow its quorum queue to another replica: cancelled")
 			break
 		}
-		k.setQueue(to)
 		if k.gone.Load() {
 			// Its channel dropped it meanwhile, from the queue it read
 			// before this move set the new one.
@@ -80,6 +82,10 @@ func (v *vhost) moveConsumer(k *consumer, name string, from queue.Queue) {
 	}
 	k.ch.cancelByBroker(k)
 }
+
+// servedBy reports whether q is the object k consumes from now: false
+// once its channel dropped it, or a move took it elsewhere.
+func (k *consumer) servedBy(q queue.Queue) bool { return !k.gone.Load() && k.queue() == q }
 
 // maxMoves bounds the objects one move goes through.
 const maxMoves = 5
