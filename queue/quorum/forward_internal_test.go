@@ -34,6 +34,14 @@ func TestForwardResultAnswersGets(t *testing.T) {
 		t.Fatalf("empty get decoded as %+v", g)
 	}
 
+	// A get whose body the leader could not read is left out: its
+	// proposer's own apply answers it.
+	var partial encoder
+	forwardResult{gets: []result{{seq: 8, get: true, entry: &queue.Entry{Seq: 1}}}}.encode(&partial)
+	if got, err := decodeForwardResult(partial.b); err != nil || len(got.gets) != 0 {
+		t.Fatalf("a get without its body: %+v %v", got, err)
+	}
+
 	var old encoder
 	old.ids([]uint64{4})
 	if got, err := decodeForwardResult(old.b); err != nil || len(got.refused) != 1 || len(got.gets) != 0 {

@@ -859,8 +859,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	for _, r := range fx.results {
-		if r.entry != nil && r.entry.Msg == nil && (r.pid == q.pid || r.get) {
-			r.entry.Msg = q.body(r.m) // another proposer's get: for its answer (Forwarded)
+		if r.entry == nil || r.entry.Msg != nil {
+			continue
+		}
+		// Another proposer's get: for its answer, if this replica leads
+		// (Forwarded).
+		if r.pid == q.pid || r.get && q.r.State() == raft.Leader {
+			r.entry.Msg = q.body(r.m)
 		}
 	}
 	if !replayed {
@@ -953,14 +958,17 @@ type forwardResult struct {
 }
 
 // encode writes fr as Forwarded answers: the refused sequence numbers
-// (all an earlier build reads), then the gets.
+// (all an earlier build reads), then the gets. A get whose body this
+// replica could not read is left out: its proposer answers it from its
+// own apply, as before.
 func (fr forwardResult) encode(e *encoder) {
 	e.ids(fr.refused)
-	e.u32(uint32(len(fr.gets)))
-	for _, r := range fr.gets {
+	gets := slices.DeleteFunc(slices.Clone(fr.gets), func(r result) bool { return r.entry != nil && r.entry.Msg == nil })
+	e.u32(uint32(len(gets)))
+	for _, r := range gets {
 		e.u64(r.seq)
 		e.u64(uint64(r.n))
-		if r.entry == nil || r.entry.Msg == nil {
+		if r.entry == nil {
 			e.u8(0)
 			continue
 		}
