@@ -227,18 +227,7 @@ func TestCancelledInTheEntryOfItsCheckout(t *testing.T) {
 	q.Type().Publish(&queue.Message{Body: []byte("m"), Persistent: true}, []queue.Queue{q}, nil, func(err error) { confirmed <- err })
 	q.RemoveConsumer("c", g)
 	release()
-	if err := <-confirmed; err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.bodies(); len(got) != 0 {
-		t.Fatalf("the cancelled consumer was delivered %v", got)
-	}
-	if st := q.Stats(); st.Ready != 1 || st.Unacked != 0 {
-		t.Fatalf("after the entry: %+v, want the message ready again", st)
-	}
+	wantBackAfterCancel(t, q, g, confirmed)
 	e, _, ok := q.Get(true)
 	if !ok || string(e.Msg.Body) != "m" {
 		t.Fatalf("get: %v %q", ok, e.Msg.Body)
@@ -271,6 +260,17 @@ func TestCancelledBeforeItsAttachApplied(t *testing.T) {
 	if err := <-attached; err != nil {
 		t.Fatal(err)
 	}
+	wantBackAfterCancel(t, q, g, confirmed)
+	if _, n := q.Counts(); n != 0 {
+		t.Fatalf("%d consumers counted, want none", n)
+	}
+}
+
+// wantBackAfterCancel waits for the publish's confirm and the entries'
+// apply, and checks that the cancelled consumer g was delivered nothing
+// and the message is ready again.
+func wantBackAfterCancel(t *testing.T, q *quorum.Queue, g *gate, confirmed chan error) {
+	t.Helper()
 	if err := <-confirmed; err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +282,5 @@ func TestCancelledBeforeItsAttachApplied(t *testing.T) {
 	}
 	if st := q.Stats(); st.Ready != 1 || st.Unacked != 0 {
 		t.Fatalf("after the entries: %+v, want the message ready again", st)
-	}
-	if _, n := q.Counts(); n != 0 {
-		t.Fatalf("%d consumers counted, want none", n)
 	}
 }
