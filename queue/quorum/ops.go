@@ -39,14 +39,18 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 	_, err := q.attach(lc)
 	q.mu.Lock()
 	delete(q.attaching, key)
+	if err != nil {
+		delete(q.consumers, key)
+	}
 	q.mu.Unlock()
 	if err != nil {
-		q.mu.Lock()
-		delete(q.consumers, key)
-		q.mu.Unlock()
 		if err == errClosed {
 			return queue.ErrDeleted
 		}
+		// Timed out: the attach may still be applied; then this undoes
+		// it (else it is a no-op), so that no consumer stays attached
+		// that no channel has.
+		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
 		return err
 	}
 	q.use()

@@ -665,10 +665,11 @@ func (t *Type) Forwarded(group uint64, data []byte) ([]byte, error) {
 	return e.b, nil
 }
 
-// forwarded answers the publishers of a forwarded entry the leader
-// applied: committed on a majority, so confirmed now rather than when
-// this member applies it. The other proposals' results (a get's message,
-// a purge's count) come from this member's own apply.
+// forwarded answers the publishers and the gets of a forwarded entry the
+// leader applied: committed on a majority, so confirmed now rather than
+// when this member applies it (it may never: it may be leaving the
+// group). The other proposals' results (a purge's count, a consumer's
+// attach) come from this member's own apply.
 func (q *Queue) forwarded(b batch, resp []byte) {
 	fr, err := decodeForwardResult(resp)
 	if err != nil {
@@ -942,6 +943,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		case r.get:
 			fr.gets = append(fr.gets, r)
 		}
+	}
+	if fr.refused == nil && fr.gets == nil {
+		return nil // nearly every entry: no allocation for the response
 	}
 	return fr
 }
