@@ -30,10 +30,21 @@ func TestIdleConnectionGoroutines(t *testing.T) {
 	}
 	s.connsMu.Unlock()
 	waitUntil(t, "the writer exits", func() bool { return !c.out.writerRunning() })
-	buf := make([]byte, 1<<20)
-	dump := string(buf[:runtime.Stack(buf, true)])
-	if strings.Contains(dump, "server.(*conn).open.func") {
-		t.Fatalf("handshake goroutine still running:\n%s", dump)
+	// The handshake goroutine closes open's channel in a deferred call, so
+	// it may still be on its way out when the reader starts: wait for it
+	// to be gone rather than look once.
+	var dump string
+	gone := func() bool {
+		buf := make([]byte, 1<<20)
+		dump = string(buf[:runtime.Stack(buf, true)])
+		return !strings.Contains(dump, "server.(*conn).open.func")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !gone() {
+		if time.Now().After(deadline) {
+			t.Fatalf("handshake goroutine still running:\n%s", dump)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if !strings.Contains(dump, "server.(*conn).readLoop") {
 		t.Fatalf("no reader goroutine:\n%s", dump)
