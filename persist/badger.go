@@ -61,7 +61,7 @@ func Open(dir string, opts Options) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &badgerKV{db: db, faults: faults, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
+	k := &badgerKV{db: db, faults: faults, threshold: bo.ValueThreshold, stop: make(chan struct{}), gcNow: make(chan struct{}, 1), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
 	lo := logOptions{dir: filepath.Join(dir, walDir), noSync: opts.NoSync, repair: opts.RepairLog, repairValues: opts.RepairStore,
 		diskFreeLimit: opts.DiskFreeLimit, onDiskLow: opts.OnDiskLow}
 	if opts.NoWAL {
@@ -96,6 +96,7 @@ type badgerKV struct {
 	faults    *valueFaults // what Badger logged about values it could not read
 	threshold int64
 	stop      chan struct{} // closed by close: the GC goroutine exits
+	gcNow     chan struct{} // buffered(1): reclaim asks the GC goroutine for a round now
 	gcDone    chan struct{} // closed when the GC goroutine has exited
 	trimDone  chan struct{} // closed when the trim goroutine has exited
 	closeOnce sync.Once
@@ -113,6 +114,7 @@ func (k *badgerKV) runGC(interval time.Duration, logf func(string, ...any)) {
 		case <-k.stop:
 			return
 		case <-t.C:
+		case <-k.gcNow:
 		}
 		rewrote := false
 		for range 64 {
@@ -141,6 +143,40 @@ func (k *badgerKV) runGC(interval time.Duration, logf func(string, ...any)) {
 			}
 		}
 	}
+}
+
+// reclaim makes the value log's garbage visible to its GC and asks for a
+// GC round. Badger counts a value-log entry as garbage only when a
+// compaction drops it, and a drain's deletes sit in the memtable, which
+// only fills up and flushes with more writes; even flushed, they stay in
+// level 0 with the sets they delete until four tables pile up there. So
+// a key of its own (kindFlush) is written and dropped with DropPrefix,
+// which flushes every memtable and compacts level 0 into the next level,
+// where a delete meets its set and the set's value is counted as
+// garbage. DropPrefix refuses writes while it runs: the committer, the
+// only writer, calls reclaim itself. The head value-log file is never
+// collected, so with no other file there is nothing to do.
+func (k *badgerKV) reclaim() error {
+	if k.vlogFiles() < 2 {
+		return nil
+	}
+	key := []byte{kindFlush}
+	txn := k.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := txn.Set(key, nil); err != nil {
+		return err
+	}
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	if err := k.db.DropPrefix(key); err != nil {
+		return err
+	}
+	select {
+	case k.gcNow <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // vlogFiles counts the value-log files.

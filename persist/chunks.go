@@ -91,6 +91,7 @@ func (s *engine) delBody(txn kvTxn, msgID uint64) error {
 	if err := txn.del(appendBodyKey(s.alloc(bodyKeyLen), msgID)); err != nil {
 		return err
 	}
+	s.bodiesDeleted++
 	n := s.chunked[msgID]
 	for i := range n {
 		if err := txn.del(appendChunkKey(s.alloc(chunkKeyLen), msgID, i)); err != nil {

@@ -75,28 +75,63 @@ func (s *engine) run() {
 	}
 }
 
+// reclaimQuiet is how long the store must have had nothing to do, after
+// bodies were deleted, before the committer lets the kv reclaim their
+// space (kvReclaimer).
+const reclaimQuiet = 2 * time.Second
+
+// kvReclaimer is a kv that can give back the space of deleted values
+// only once something makes it look at them (Badger: its value-log GC
+// sees garbage only through compactions, and an idle tree does not
+// compact). reclaim runs on the committer, so no write is in progress.
+type kvReclaimer interface {
+	reclaim() error
+}
+
 // idle waits for the next op; with ops pending in the message log, at most
-// until they are due, and then applies them.
+// until they are due, and then applies them. With none pending, after
+// bodies were deleted and reclaimQuiet without an op, it lets the kv
+// reclaim their space: a drained backlog's disk space comes back though
+// nothing more is written (a node whose disk alarm is up publishes
+// nothing until it does).
 func (s *engine) idle() {
 	due := s.pendingDue()
 	if due < 0 {
-		<-s.wake
+		r, ok := s.kv.(kvReclaimer)
+		if !ok || s.bodiesDeleted == 0 {
+			<-s.wake
+			return
+		}
+		if s.waitWake(reclaimQuiet) {
+			return
+		}
+		s.bodiesDeleted = 0
+		if err := r.reclaim(); err != nil {
+			s.log("persist: reclaiming deleted bodies' space: %v", err)
+		}
 		return
 	}
-	if due > 0 {
-		if s.idleTimer == nil {
-			s.idleTimer = time.NewTimer(due)
-		} else {
-			s.idleTimer.Reset(due)
-		}
-		select {
-		case <-s.wake:
-			s.idleTimer.Stop()
-			return
-		case <-s.idleTimer.C:
-		}
+	if due > 0 && s.waitWake(due) {
+		return
 	}
 	s.applyPending()
+}
+
+// waitWake waits for an op (or Close) at most d and reports whether one
+// came.
+func (s *engine) waitWake(d time.Duration) bool {
+	if s.idleTimer == nil {
+		s.idleTimer = time.NewTimer(d)
+	} else {
+		s.idleTimer.Reset(d)
+	}
+	select {
+	case <-s.wake:
+		s.idleTimer.Stop()
+		return true
+	case <-s.idleTimer.C:
+		return false
+	}
 }
 
 // entryRef names a queue entry in foldBatch's maps.

@@ -113,8 +113,15 @@
 //   - the committer (one per store): started by Open/OpenMemory, exits in
 //     Close after committing everything submitted before Close;
 //   - value-log GC (Badger store only): runs RunValueLogGC every
-//     Options.GCInterval; Close stops it and waits for it before closing
-//     the database.
+//     Options.GCInterval, and at once when the committer asks (below);
+//     Close stops it and waits for it before closing the database.
+//
+// Space of a drained backlog: Badger's value-log GC sees garbage only
+// through compactions, and a drain's deletes sit in the memtable until
+// more writes fill it. So when bodies were deleted and the store then has
+// nothing to do for reclaimQuiet (2 s), the committer itself (no write in
+// progress) flushes the memtables and compacts level 0 (badgerKV.reclaim)
+// and wakes the GC goroutine.
 //
 // Lock order: engine.defMu (queue definitions) -> engine.mu (current batch);
 // engine.statsMu and the memory disk's lock are leaves. No lock is held while

@@ -57,6 +57,9 @@ type engine struct {
 	wl         *walState
 	pendCount  atomic.Int64
 	idleTimer  *time.Timer
+	// bodiesDeleted counts the bodies deleted since the last reclaim
+	// (committer-owned; see idle).
+	bodiesDeleted int
 	applying   bool            // applying logged ops: their stats are counted
 	replaying  bool            // Open is replaying the log: publishes are idempotent
 	replayLive map[uint64]bool // queues that exist, during the replay

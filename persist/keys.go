@@ -19,6 +19,8 @@ package persist
 //	0x06  kindBlob     | key bytes (rest of the key)              blob value
 //	0x07  kindMeta     | meta id u8                               u64 counter
 //	0x08  kindChunk    | msgID u64 | chunk u32                    chunk of a large body (chunks.go)
+//	0x09  kindFlush    (the kind alone)                           empty; written and dropped at once to
+//	                                                                flush Badger's memtables (badgerKV.reclaim)
 //
 // Meta ids: metaQueueID holds the largest queue id ever assigned, metaMsgID
 // the largest message id ever stored; both are written in the same
@@ -44,6 +46,7 @@ const (
 	kindBlob     byte = 0x06
 	kindMeta     byte = 0x07
 	kindChunk    byte = 0x08
+	kindFlush    byte = 0x09
 )
 
 const (

@@ -223,8 +223,26 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ok, err := dc.WaitContext(pctx); err != nil || !ok {
-		t.Fatalf("publish after draining: ok=%v err=%v; %d bytes free", ok, err, freeSpace(t, data))
+		t.Fatalf("publish after draining: ok=%v err=%v; %d bytes free; files:\n%s", ok, err, freeSpace(t, data), dirSizes(data))
 	}
+}
+
+// dirSizes lists the files under dir with their sizes and the space they
+// take on disk, a line each.
+func dirSizes(dir string) string {
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return nil
+		}
+		var used int64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			used = st.Blocks * 512
+		}
+		fmt.Fprintf(&b, "  %s size %d on disk %d\n", p, fi.Size(), used)
+		return nil
+	})
+	return b.String()
 }
 
 // TestDiskFull's deadlines for the child broker's exit after a SIGKILL
