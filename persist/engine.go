@@ -54,15 +54,15 @@ type engine struct {
 
 	// Message log (nil without one; see walengine.go). Committer-owned,
 	// except pendCount (ops logged but not applied), read by readers.
-	wl         *walState
-	pendCount  atomic.Int64
-	idleTimer  *time.Timer
+	wl        *walState
+	pendCount atomic.Int64
+	idleTimer *time.Timer
 	// bodiesDeleted counts the bodies deleted since the last reclaim
 	// (committer-owned; see idle).
 	bodiesDeleted int
-	applying   bool            // applying logged ops: their stats are counted
-	replaying  bool            // Open is replaying the log: publishes are idempotent
-	replayLive map[uint64]bool // queues that exist, during the replay
+	applying      bool            // applying logged ops: their stats are counted
+	replaying     bool            // Open is replaying the log: publishes are idempotent
+	replayLive    map[uint64]bool // queues that exist, during the replay
 
 	statsMu sync.Mutex
 	stats   Stats
