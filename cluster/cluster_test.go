@@ -481,16 +481,23 @@ func TestPeerRestarted(t *testing.T) {
 // TestPeerLost: a node whose process is gone (its connections end, its
 // listener refuses) is lost at once to the others: Options.PeerLost is
 // called on each, once (the probes never call it), and they no longer
-// count it running. Nothing is lost while every node runs.
+// count it running; Options.PeerDown is not called for it (the probes
+// find it down after PeerLost). Nothing is lost while every node runs.
 func TestPeerLost(t *testing.T) {
 	c := clustertest.New(t, 3)
 	var mu sync.Mutex
 	lost := map[string][]string{} // node -> the peers it was told of
+	var downs []string
 	c.Options = func(i int, o *cluster.Options) {
 		self := c.Nodes[i].Name
 		o.PeerLost = func(node string) {
 			mu.Lock()
 			lost[self] = append(lost[self], node)
+			mu.Unlock()
+		}
+		o.PeerDown = func(node string) {
+			mu.Lock()
+			downs = append(downs, self+" told "+node+" is down")
 			mu.Unlock()
 		}
 	}
@@ -541,6 +548,66 @@ func TestPeerLost(t *testing.T) {
 	c.WaitLeader(30*time.Second, 0, 1)
 	if got := told("n1"); !onlyN3(got) {
 		t.Fatalf("n1 told %v, want n3 alone", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(downs) > 0 {
+		t.Fatalf("PeerDown called for a lost node: %v", downs)
+	}
+}
+
+// TestPeerDown: a node cut off from the others (it runs, nothing reaches
+// it) is found down by their probes: Options.PeerDown is called on each
+// of them with its name, and on it with theirs; Running tells who answers.
+// Healed, each counts the others running again.
+func TestPeerDown(t *testing.T) {
+	c := clustertest.New(t, 3)
+	var mu sync.Mutex
+	downs := map[string][]string{} // node -> the peers it was told are down
+	c.Options = func(i int, o *cluster.Options) {
+		self := c.Nodes[i].Name
+		o.PeerDown = func(node string) {
+			mu.Lock()
+			downs[self] = append(downs[self], node)
+			mu.Unlock()
+		}
+	}
+	told := func(node string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Sorted(slices.Values(downs[node]))
+	}
+	for i := range 3 {
+		c.Start(i)
+	}
+	c.WaitLeader(leaderTimeout)
+	running := func(i int, names ...string) bool {
+		for _, n := range names {
+			if !c.Node(i).Running(n) {
+				return false
+			}
+		}
+		return true
+	}
+	clustertest.WaitFor(t, 20*time.Second, "every node sees the three running", func() bool {
+		return running(0, "n1", "n2", "n3") && running(1, "n1", "n2", "n3") && running(2, "n1", "n2", "n3")
+	})
+	c.Net.Partition([]string{"n3"}, []string{"n1", "n2"})
+	clustertest.WaitFor(t, 20*time.Second, "n1 and n2 told n3 is down, n3 told both are", func() bool {
+		return slices.Equal(told("n1"), []string{"n3"}) && slices.Equal(told("n2"), []string{"n3"}) &&
+			slices.Equal(told("n3"), []string{"n1", "n2"})
+	})
+	if running(0, "n3") || running(1, "n3") || running(2, "n1") || running(2, "n2") || !running(0, "n1", "n2") || !running(2, "n3") {
+		t.Fatal("Running disagrees with the partition")
+	}
+	c.Net.Heal()
+	clustertest.WaitFor(t, 20*time.Second, "every node sees the three running again", func() bool {
+		return running(0, "n1", "n2", "n3") && running(1, "n1", "n2", "n3") && running(2, "n1", "n2", "n3")
+	})
+	for _, n := range []string{"n1", "n2"} {
+		if got := told(n); !slices.Equal(got, []string{"n3"}) {
+			t.Fatalf("%s told %v are down, want n3 once", n, got)
+		}
 	}
 }
 

@@ -62,7 +62,10 @@ type membership struct {
 	mu       sync.Mutex // a leaf lock
 	lastSeen map[string]time.Time
 	lostAt   map[string]time.Time // peerLost's: a probe that began before does not count
-	prev     map[string]Member    // the last Members computed, for events
+	// suspect holds the members that missed the probes of more than
+	// suspectAfter probe intervals and have not answered since (PeerDown).
+	suspect  map[string]bool
+	prev     map[string]Member // the last Members computed, for events
 	leader   string
 	changed  chan struct{} // closed and replaced at each leader change
 	probed   chan struct{} // closed and replaced after each probe round
@@ -73,6 +76,7 @@ type membership struct {
 func (m *membership) init() {
 	m.lastSeen = map[string]time.Time{}
 	m.lostAt = map[string]time.Time{}
+	m.suspect = map[string]bool{}
 	m.prev = map[string]Member{}
 	m.changed = make(chan struct{})
 	m.probed = make(chan struct{})
@@ -107,6 +111,27 @@ func (m *membership) lost(name string, at time.Time) bool {
 	m.lostAt[name] = at
 	return ok
 }
+
+// Running reports whether name, a member, answers this node's probes
+// (this node itself: true). Unlike Members' Running, a member is no
+// longer running here as soon as it is suspect (Options.PeerDown).
+func (n *Node) Running(name string) bool {
+	if name == n.cfg.NodeName {
+		return true
+	}
+	m := &n.members
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.lastSeen[name]
+	return ok && !m.suspect[name]
+}
+
+// suspectAfter: a member whose probes went unanswered for more than this
+// many probe intervals is suspect (Options.PeerDown): two rounds in a
+// row, 2 to 3 s after it stopped answering, about when raft's timeouts
+// (1.5 to 3 s) would find a hung metadata leader. It is counted not
+// running (Members, MemberDown) later, after 3.5 intervals.
+const suspectAfter = 1.5
 
 func (m *membership) running(name string) bool {
 	m.mu.Lock()
@@ -246,7 +271,12 @@ func (n *Node) probeLoop() {
 	t := time.NewTicker(n.timing.Probe)
 	defer t.Stop()
 	for {
-		n.probe()
+		for _, name := range n.probe() {
+			if n.opts.PeerDown != nil {
+				n.log.Warn().Str("peer_node", name).Msg("cluster peer down: it no longer answers this node's probes")
+				n.opts.PeerDown(name)
+			}
+		}
 		select {
 		case <-t.C:
 		case <-n.probeNow:
@@ -256,7 +286,9 @@ func (n *Node) probeLoop() {
 	}
 }
 
-func (n *Node) probe() {
+// probe runs one probe round. It returns the members it found suspect
+// that were not, less those peerLost found gone (see Options.PeerDown).
+func (n *Node) probe() (down []string) {
 	cfg := n.meta.GetConfiguration().Configuration()
 	ctx, cancel := context.WithTimeout(n.ctx, n.timing.Probe)
 	defer cancel()
@@ -274,7 +306,7 @@ func (n *Node) probe() {
 	}
 	wg.Wait()
 	if n.ctx.Err() != nil {
-		return
+		return nil
 	}
 	_, leader := n.meta.LeaderWithID()
 	n.setLeader(string(leader)) // observations can be dropped: catch up here
@@ -292,8 +324,15 @@ func (n *Node) probe() {
 			delete(m.lostAt, string(s.ID))
 		}
 		m.lastSeen[string(s.ID)] = now
+		delete(m.suspect, string(s.ID))
 	}
 	for name, t := range m.lastSeen {
+		if now.Sub(t) > time.Duration(suspectAfter*float64(n.timing.Probe)) && !m.suspect[name] {
+			m.suspect[name] = true
+			if _, gone := m.lostAt[name]; !gone {
+				down = append(down, name)
+			}
+		}
 		if now.Sub(t) > 3*n.timing.Probe+n.timing.Probe/2 {
 			delete(m.lastSeen, name)
 		}
@@ -343,4 +382,5 @@ func (n *Node) probe() {
 		}
 		ev.Msg("cluster membership")
 	}
+	return down
 }

@@ -65,6 +65,16 @@ type Options struct {
 	// election here if it should (Campaign); the groups the caller runs
 	// should too. It must not block.
 	PeerLost func(node string)
+	// PeerDown, when set, is called with a node's name when a member
+	// has not answered this node's probes for two rounds in a row (2 to
+	// 3 s; before MemberDown) with no sign that its process is gone
+	// (PeerLost was not called for it): it hangs (SIGSTOP, a stalled
+	// machine) or is cut off from this node. It is called once until
+	// the member answers again. Running reports, from then on, that it
+	// does not run, so that the caller's groups stand for election only
+	// where this node is on the side of a majority of their voters. It
+	// runs on the probe loop and must not block.
+	PeerDown func(node string)
 }
 
 // Node is this process's member of a cluster: its listener, the RPC

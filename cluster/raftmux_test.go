@@ -247,5 +247,19 @@ func TestHeartbeatAnsweredHere(t *testing.T) {
 	beat(4, 1, false)
 	refuse.Store(false)
 	beat(4, 1, true)
+	now = time.Now()
 	beat(4, 0, true)
+	// A group whose heartbeat timeout is longer (SetHeartbeatTimeout)
+	// takes an answer up to half of it old.
+	req.Term = 4
+	if ta.AnswerHeartbeatAt(to, req, &resp, now.Add(cluster.HeartbeatRefresh+50*time.Millisecond)) {
+		t.Fatal("answered from an answer older than HeartbeatRefresh before SetHeartbeatTimeout")
+	}
+	ta.SetHeartbeatTimeout(5 * time.Second)
+	if !ta.AnswerHeartbeatAt(to, req, &resp, now.Add(cluster.HeartbeatRefresh+50*time.Millisecond)) || !resp.Success || resp.Term != 4 {
+		t.Fatalf("a 5 s heartbeat timeout: not answered from an answer HeartbeatRefresh old: %+v", resp)
+	}
+	if ta.AnswerHeartbeatAt(to, req, &resp, now.Add(2500*time.Millisecond)) {
+		t.Fatal("a 5 s heartbeat timeout: answered from an answer 2.5 s old")
+	}
 }

@@ -66,6 +66,8 @@ type GroupTransport struct {
 
 	seenMu sync.Mutex
 	seen   map[raft.ServerAddress]heartbeatSeen // each follower's last heartbeat answer (answerHeartbeat)
+	// refreshNs: see SetHeartbeatTimeout; 0 is heartbeatRefresh.
+	refreshNs atomic.Int64
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -151,7 +153,7 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 
 // Heartbeats answered here. hashicorp/raft's leader sends each follower
 // of each group a heartbeat every HeartbeatTimeout/10 to 2x that (150 to
-// 300 ms for a quorum queue), besides the AppendEntries it sends every
+// 300 ms for the metadata group, 500 ms to 1 s for a quorum queue), besides the AppendEntries it sends every
 // CommitTimeout even when idle, and either tells the follower its leader
 // is alive. With a thousand idle groups that is most of what a node does
 // at rest. So a heartbeat to a follower that answered one of the same
@@ -160,7 +162,9 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 // alive and serving), is answered here with that answer instead of sent:
 // the follower gets a real one at least every heartbeatRefresh plus a
 // heartbeat interval (1.3 s, under the 1.5 s it waits before standing
-// for election), and AppendEntries every 0.5 to 1 s. raft's heartbeat
+// for election; a quorum queue's group, SetHeartbeatTimeout: 2.5 s plus
+// 1 s, under its 5 s), and AppendEntries every commit timeout or up to
+// twice that. raft's heartbeat
 // uses an answer only to note the follower's contact (its leader lease,
 // VerifyLeader): a leader cut off from a follower sees the link fall
 // silent and sends its heartbeats, which fail, within heartbeatRefresh/2,
@@ -168,6 +172,24 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 // term answers a real heartbeat without success (not remembered), and
 // the leader learns the term from its next AppendEntries anyway.
 const heartbeatRefresh = time.Second
+
+// SetHeartbeatTimeout tells t its group's raft HeartbeatTimeout when it is
+// longer than the metadata group's: a follower then waits longer before
+// it stands for election, and its real heartbeats may come as rarely as
+// every half of it (heartbeatRefresh is the least). Call it before the
+// group's raft starts.
+func (t *GroupTransport) SetHeartbeatTimeout(d time.Duration) {
+	t.refreshNs.Store(int64(max(heartbeatRefresh, d/2)))
+}
+
+// refresh is how long a follower's heartbeat answer may stand for the
+// next heartbeats (see heartbeatRefresh).
+func (t *GroupTransport) refresh() time.Duration {
+	if d := t.refreshNs.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return heartbeatRefresh
+}
 
 // heartbeatSeen is a follower's last successful heartbeat answer.
 type heartbeatSeen struct {
@@ -183,10 +205,11 @@ func (t *GroupTransport) answerHeartbeat(target raft.ServerAddress, args *raft.A
 	t.seenMu.Lock()
 	seen, ok := t.seen[target]
 	t.seenMu.Unlock()
-	if !ok || seen.term != args.Term || now.Sub(seen.at) >= heartbeatRefresh {
+	refresh := t.refresh()
+	if !ok || seen.term != args.Term || now.Sub(seen.at) >= refresh {
 		return false
 	}
-	if !t.n.link(string(target)).answeredSince(now.Add(-heartbeatRefresh / 2)) {
+	if !t.n.link(string(target)).answeredSince(now.Add(-refresh / 2)) {
 		return false
 	}
 	*resp = seen.resp

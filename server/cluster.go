@@ -49,6 +49,13 @@ func (s *Server) startCluster() error {
 		PeerRestarted: s.peerRestarted,
 		// A killed node's quorum queues elect new leaders at once.
 		PeerLost: s.quorum.PeerLost,
+		// A hung or cut-off node's quorum queues elect new leaders on
+		// the majority's side once the probes find it down.
+		PeerDown: func(node string) {
+			if n := s.cluster; n != nil {
+				_ = s.quorum.PeerDown(node, n.Running)
+			}
+		},
 		// A definition change is answered once every node applied it,
 		// as RabbitMQ's (declare on one node, use on another at once).
 		ApplyEverywhere: true,

@@ -443,20 +443,70 @@ func (q *Queue) settleLeft(op uint8, ids []uint64) {
 // election timeouts: publishing to its queue resumes in milliseconds.
 // It does not block.
 func (t *Type) PeerLost(node string) {
+	for _, q := range t.replicated() {
+		if _, id := q.r.LeaderWithID(); string(id) != node && id != "" {
+			continue
+		}
+		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
+	}
+}
+
+// PeerDown: node stopped answering this node's probes, and its process
+// is not known to be gone (cluster.Options.PeerDown): it hangs (SIGSTOP,
+// a stalled machine) or is cut off from here. Every group here that
+// node leads stands for election, one surviving voter first
+// (cluster.Campaign), if this node sees a majority of the group's voters
+// running (itself included; running says which): a replica cut off
+// with the leader must not stand, as its raised term would depose the
+// leader when the cut heals. The groups' own raft timeouts (Config.Timeout,
+// 5 s in a cluster, kept long so that an idle group wakes rarely) are
+// the fallback. A group with no leader known is electing one already,
+// and is left alone. It does not block; it returns how many groups may
+// stand (Campaign decides, in its goroutine, whether this replica does).
+func (t *Type) PeerDown(node string, running func(node string) bool) int {
+	n := 0
+	for _, q := range t.replicated() {
+		if _, id := q.r.LeaderWithID(); string(id) != node || !majorityRunning(q.r, running) {
+			continue
+		}
+		n++
+		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
+	}
+	return n
+}
+
+// majorityRunning reports whether running counts a majority of r's
+// voters.
+func majorityRunning(r *raft.Raft, running func(node string) bool) bool {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	voters, up := 0, 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if running(string(s.ID)) {
+			up++
+		}
+	}
+	return up > voters/2
+}
+
+// replicated lists the queues of this node that are replicas of a
+// cluster's group.
+func (t *Type) replicated() []*Queue {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	var qs []*Queue
 	for _, q := range t.queues {
 		if q.place != nil {
 			qs = append(qs, q)
 		}
 	}
-	t.mu.Unlock()
-	for _, q := range qs {
-		if _, id := q.r.LeaderWithID(); string(id) != node && id != "" {
-			continue
-		}
-		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
-	}
+	return qs
 }
 
 // ConsumerHold is one consumer of a quorum queue as its machine has it:
@@ -482,4 +532,78 @@ func (q *Queue) ConsumerHolds() []ConsumerHold {
 		out = append(out, h)
 	}
 	return out
+}
+
+// watchLeaders has raft tell this type when a replica of a cluster's
+// group sees its leader change (or learns of none), so that an entry
+// being forwarded to the old leader is given up at once (forwardCtx)
+// instead of after forwardTimeout: a hung leader's followers elect
+// another in 2 to 3 s (PeerDown), and their publishes go there then.
+// One goroutine for every replica of the node; a change the buffer
+// cannot take is missed, and its forwards wait for their timeout.
+func (t *Type) watchLeaders(q *Queue) {
+	t.obsOnce.Do(func() {
+		t.obs = make(chan raft.Observation, 256)
+		stop := make(chan struct{})
+		t.mu.Lock()
+		t.obsStop = stop
+		t.mu.Unlock()
+		go func() {
+			for {
+				select {
+				case o := <-t.obs:
+					t.mu.Lock()
+					q := t.byRaft[o.Raft]
+					t.mu.Unlock()
+					if q != nil {
+						q.leaderChanged()
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
+	})
+	q.obs = raft.NewObserver(t.obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	t.mu.Lock()
+	t.byRaft[q.r] = q
+	t.mu.Unlock()
+	q.r.RegisterObserver(q.obs)
+}
+
+// unwatchLeaders undoes watchLeaders for q, stopping.
+func (t *Type) unwatchLeaders(q *Queue) {
+	if q.obs == nil {
+		return
+	}
+	q.r.DeregisterObserver(q.obs)
+	t.mu.Lock()
+	delete(t.byRaft, q.r)
+	t.mu.Unlock()
+}
+
+// leaderChanged gives up the forwards under way (forwardCtx).
+func (q *Queue) leaderChanged() {
+	q.lmu.Lock()
+	defer q.lmu.Unlock()
+	if q.lcancel != nil {
+		q.lcancel()
+	}
+	q.lctx, q.lcancel = context.WithCancel(context.Background())
+}
+
+// forwardCtx bounds an entry forwarded to the leader this replica knows:
+// it ends after forwardTimeout, or when the replica sees the leader
+// change. Take it before reading the leader.
+func (q *Queue) forwardCtx() (context.Context, context.CancelFunc) {
+	q.lmu.Lock()
+	if q.lctx == nil {
+		q.lctx, q.lcancel = context.WithCancel(context.Background())
+	}
+	parent := q.lctx
+	q.lmu.Unlock()
+	return context.WithTimeout(parent, forwardTimeout)
 }

@@ -1,6 +1,9 @@
 package quorum
 
-import "runtime"
+import (
+	"runtime"
+	"strconv"
+)
 
 // BodyCounts reports where q's replica keeps its messages' bodies: how
 // many messages its machine has, how many of them have their body in a
@@ -104,4 +107,10 @@ func InboxLen(q *Queue) int {
 	q.pmu.Lock()
 	defer q.pmu.Unlock()
 	return q.count
+}
+
+// Term is q's replica's current raft term.
+func Term(q *Queue) uint64 {
+	t, _ := strconv.ParseUint(q.r.Stats()["term"], 10, 64)
+	return t
 }

@@ -399,6 +399,7 @@ func (q *Queue) shutdown() {
 		}
 	}
 	<-q.done
+	q.typ.unwatchLeaders(q)
 	if q.place != nil {
 		// A cluster transport first: raft's shutdown waits for its
 		// replication goroutines, which may be waiting for a follower

@@ -45,8 +45,14 @@ type Queue struct {
 	snaps  raft.SnapshotStore
 	bodies *bodyFiles // bodies that came with snapshots it restored (snapshot.go, bodies.go)
 	trans  raft.Transport
-	place  *Placement // the replica set in a cluster; nil: a one-voter group
-	replay uint64     // entries up to this index were applied before this start: their effects are not redone
+	place  *Placement     // the replica set in a cluster; nil: a one-voter group
+	obs    *raft.Observer // its leader changes (watchLeaders); nil for a one-voter group
+
+	// lctx ends when this replica sees the leader change (forwardCtx).
+	lmu     sync.Mutex
+	lctx    context.Context
+	lcancel context.CancelFunc
+	replay  uint64 // entries up to this index were applied before this start: their effects are not redone
 
 	mu        sync.Mutex
 	m         *machine
@@ -255,6 +261,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	q.compact.set(r, q.typ.cfg.CompactIdle)
 	if p != nil {
 		q.nudger.Set(r)
+		t.watchLeaders(q)
 	}
 	if q.early {
 		leads := func() bool { return r.State() == raft.Leader }
@@ -276,6 +283,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 				if m != t.cfg.NodeID {
 					var ok bool
 					if a, ok = t.cfg.Addr(m); !ok {
+						t.unwatchLeaders(q)
 						r.Shutdown()
 						q.closeTransport()
 						return nil, fmt.Errorf("quorum: group %d: no address for member %s", gid, m)
@@ -300,6 +308,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 			// started: its members bootstrapped the same configuration
 			// (bootstrapLater) and their leader reached this replica
 			// between NewRaft and here. It is a member as any other then.
+			t.unwatchLeaders(q)
 			r.Shutdown()
 			q.closeTransport()
 			return nil, fmt.Errorf("quorum: bootstrap group %d: %w", gid, err)
@@ -603,15 +612,16 @@ func (q *Queue) send(b batch, wait bool) error {
 				return nil
 			}
 		} else {
+			ctx, cancel := q.forwardCtx()
 			if _, id := q.r.LeaderWithID(); id != "" && string(id) != q.typ.cfg.NodeID && q.typ.cfg.Forward != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 				resp, err := q.typ.cfg.Forward(ctx, string(id), q.gid, b.data)
-				cancel()
 				if err == nil {
+					cancel()
 					q.forwarded(b, resp)
 					return nil
 				}
 			}
+			cancel()
 			if leaving {
 				// Removed from the group, this replica may hear of no
 				// leader any more (or of one that is gone): the

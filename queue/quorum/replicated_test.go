@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,11 @@ type replicas struct {
 	trans map[string]*raft.InmemTransport
 	// fifo is the types' Config.FifoRules (nil: yes).
 	fifo func(members []string) bool
+	// hung: entries forwarded to these nodes wait for their context to
+	// end, whose error goes to hungErr.
+	hung    map[string]bool
+	hungIn  chan struct{}
+	hungErr chan error
 }
 
 func newReplicas(t *testing.T, names ...string) *replicas {
@@ -78,14 +84,41 @@ func (r *replicas) start(n string) {
 			return addr, tr, nil
 		},
 		Addr: func(node string) (raft.ServerAddress, bool) { return raft.ServerAddress(node), true },
-		Forward: func(_ context.Context, node string, gid uint64, data []byte) ([]byte, error) {
+		Forward: func(ctx context.Context, node string, gid uint64, data []byte) ([]byte, error) {
 			r.mu.Lock()
-			typ := r.types[node]
+			typ, hung := r.types[node], r.hung[node]
 			r.mu.Unlock()
+			if hung {
+				select {
+				case r.hungIn <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+				select {
+				case r.hungErr <- ctx.Err():
+				default:
+				}
+				return nil, ctx.Err()
+			}
 			if typ == nil {
 				return nil, fmt.Errorf("node %s is down", node)
 			}
-			return typ.Forwarded(gid, data)
+			// As over a network: the caller gives up when ctx ends.
+			type answer struct {
+				resp []byte
+				err  error
+			}
+			ch := make(chan answer, 1)
+			go func() {
+				resp, err := typ.Forwarded(gid, data)
+				ch <- answer{resp, err}
+			}()
+			select {
+			case a := <-ch:
+				return a.resp, a.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		},
 	})
 	r.mu.Lock()
@@ -345,6 +378,120 @@ func TestReplicatedPeerLostStandsAtOnce(t *testing.T) {
 	r.typ("b").PeerLost("a")
 	waitUntil(t, "b leads, c knows it", func() bool { return qs["b"].Leads() && qs["c"].Replica().Leader == "b" })
 	publishWait(t, qs["c"], "after")
+	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
+}
+
+// PeerDown: when the leader's node hangs or is cut off, the members on
+// the side of a majority of the group's voters elect a new leader at
+// once (raft's timeouts are ten minutes here), the first of them in name
+// order; a member that sees only a minority running stands for nothing
+// (its raised term would depose the leader when the cut heals).
+func TestReplicatedPeerDownStandsOnMajoritySide(t *testing.T) {
+	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 13, "pd")
+	publishWait(t, qs["c"], "before")
+	waitUntil(t, "on every replica, b and c know a leads", func() bool {
+		return qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1 &&
+			qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
+	})
+	term := quorum.Term(qs["b"])
+	// a is cut off from b and c, and keeps running.
+	r.mu.Lock()
+	ta := r.trans["a"]
+	for n, tr := range r.trans {
+		if n != "a" {
+			tr.Disconnect("a")
+		}
+	}
+	r.mu.Unlock()
+	ta.DisconnectAll()
+
+	only := func(up ...string) func(string) bool {
+		return func(n string) bool { return slices.Contains(up, n) }
+	}
+	for _, call := range []struct {
+		on, down string
+		up       []string
+	}{
+		{"b", "c", []string{"a", "b"}}, // c led nothing
+		{"b", "a", []string{"b"}},      // b alone: a minority
+		{"c", "a", []string{"c"}},
+	} {
+		if n := r.typ(call.on).PeerDown(call.down, only(call.up...)); n != 0 {
+			t.Fatalf("%s, %s down, %v running: %d groups stand, want none", call.on, call.down, call.up, n)
+		}
+	}
+	if s := qs["b"].Replica(); s.State != "Follower" || s.Leader != "a" || quorum.Term(qs["b"]) != term {
+		t.Fatalf("b stood for election on a minority's side: %+v, term %d (was %d)", s, quorum.Term(qs["b"]), term)
+	}
+	if s := qs["c"].Replica(); s.State != "Follower" || quorum.Term(qs["c"]) != term {
+		t.Fatalf("c stood for election on a minority's side: %+v, term %d (was %d)", s, quorum.Term(qs["c"]), term)
+	}
+	if n := r.typ("c").PeerDown("a", only("b", "c")); n != 1 {
+		t.Fatalf("c, a down, b and c running: %d groups stand, want 1", n)
+	}
+	if n := r.typ("b").PeerDown("a", only("b", "c")); n != 1 {
+		t.Fatalf("b, a down, b and c running: %d groups stand, want 1", n)
+	}
+	waitUntil(t, "b leads, c knows it", func() bool { return qs["b"].Leads() && qs["c"].Replica().Leader == "b" })
+	if got := quorum.Term(qs["b"]); got != term+1 {
+		t.Fatalf("b leads in term %d, want %d: more than one election", got, term+1)
+	}
+	publishWait(t, qs["c"], "after")
+	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
+}
+
+// An entry forwarded to a leader that hangs is given up as soon as the
+// replica sees another leader (or an election), not after the forward's
+// timeout, and goes to the new leader.
+func TestReplicatedForwardToHungLeaderGivenUp(t *testing.T) {
+	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 14, "hl")
+	publishWait(t, qs["c"], "before")
+	waitUntil(t, "b and c know a leads", func() bool {
+		return qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
+	})
+	r.mu.Lock()
+	r.hung = map[string]bool{"a": true}
+	r.hungIn = make(chan struct{}, 16)
+	r.hungErr = make(chan error, 16)
+	ta := r.trans["a"]
+	for n, tr := range r.trans {
+		if n != "a" {
+			tr.Disconnect("a")
+		}
+	}
+	r.mu.Unlock()
+	ta.DisconnectAll()
+	done := make(chan error, 1)
+	qs["c"].Type().Publish(&queue.Message{Body: []byte("after"), Persistent: true}, []queue.Queue{qs["c"]}, nil, func(err error) { done <- err })
+	select {
+	case <-r.hungIn:
+	case <-time.After(10 * time.Second):
+		t.Fatal("c's publish was not forwarded to a")
+	}
+	select {
+	case err := <-r.hungErr:
+		t.Fatalf("the forward to a ended before any election: %v", err)
+	default:
+	}
+	up := func(n string) bool { return n != "a" }
+	r.typ("c").PeerDown("a", up)
+	r.typ("b").PeerDown("a", up)
+	select {
+	case err := <-r.hungErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the forward to the hung a ended with %v, want it given up (context.Canceled)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the forward to the hung a never ended")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the publish: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the publish was not confirmed")
+	}
 	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
 }
 

@@ -108,6 +108,13 @@ type Type struct {
 	// leaving: replicas stopping after Leave, by group id, each closed
 	// once its data is gone; a replica of the same group waits for it.
 	leaving map[uint64]chan struct{}
+
+	// The replicas' leader changes (watchLeaders): observed on obs, by
+	// the raft whose queue is in byRaft; obsStop ends the watcher.
+	obsOnce sync.Once
+	obs     chan raft.Observation
+	obsStop chan struct{}
+	byRaft  map[*raft.Raft]*Queue // under mu
 }
 
 // leaveWait bounds how long a new replica waits for an old one of its
@@ -154,7 +161,7 @@ func NewType(cfg Config) *Type {
 	if cfg.CompactIdle <= 0 {
 		cfg.CompactIdle = 2 * time.Second
 	}
-	return &Type{cfg: cfg, queues: map[uint64]*Queue{}, known: map[uint64]bool{}}
+	return &Type{cfg: cfg, queues: map[uint64]*Queue{}, known: map[uint64]bool{}, byRaft: map[*raft.Raft]*Queue{}}
 }
 
 // Info implements queue.Type.
@@ -191,6 +198,10 @@ func (t *Type) Store() *raftstore.Store { return t.store.Load() }
 func (t *Type) Close() error {
 	t.mu.Lock()
 	t.closed = true
+	if t.obsStop != nil {
+		close(t.obsStop)
+		t.obsStop = nil
+	}
 	qs := make([]*Queue, 0, len(t.queues))
 	for _, q := range t.queues {
 		qs = append(qs, q)
