@@ -3,6 +3,7 @@ package quorum
 import (
 	"runtime"
 	"strconv"
+	"time"
 )
 
 // BodyCounts reports where q's replica keeps its messages' bodies: how
@@ -113,4 +114,11 @@ func InboxLen(q *Queue) int {
 func Term(q *Queue) uint64 {
 	t, _ := strconv.ParseUint(q.r.Stats()["term"], 10, 64)
 	return t
+}
+
+// SetBootstrapWait sets bootstrapWait until the returned func runs.
+func SetBootstrapWait(d time.Duration) (restore func()) {
+	old := bootstrapWait
+	bootstrapWait = d
+	return func() { bootstrapWait = old }
 }

@@ -360,13 +360,21 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	return q, nil
 }
 
+// bootstrapWait is how long a new group's member waits for its first
+// leader to give it a configuration before it bootstraps one itself
+// (bootstrapLater): several of the first leader's elections. A var for
+// the tests.
+var bootstrapWait = 7500 * time.Millisecond
+
 // bootstrapLater bootstraps conf on a new group's member if no leader
-// gave it a configuration within a few election timeouts (its first
-// leader is down).
+// gave it a configuration within bootstrapWait (its first leader is
+// down, or could not open its replica), and has the members stand for
+// election then, one at a time (cluster.Campaign, the silent first
+// leader left out), instead of after raft's timeouts (5 to 10 s in a
+// cluster).
 func (q *Queue) bootstrapLater(conf raft.Configuration) {
-	wait := 5 * q.typ.cfg.Timeout
 	select {
-	case <-time.After(wait):
+	case <-time.After(bootstrapWait):
 	case <-q.done:
 		return
 	}
@@ -376,9 +384,13 @@ func (q *Queue) bootstrapLater(conf raft.Configuration) {
 	if f := q.r.GetConfiguration(); f.Error() != nil || len(f.Configuration().Servers) > 0 {
 		return
 	}
-	if err := q.r.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-		q.typ.logErr(err, "quorum queue: cannot bootstrap a replica whose first leader is silent")
+	if err := q.r.BootstrapCluster(conf).Error(); err != nil {
+		if !errors.Is(err, raft.ErrCantBootstrap) {
+			q.typ.logErr(err, "quorum queue: cannot bootstrap a replica whose first leader is silent")
+		}
+		return
 	}
+	cluster.Campaign(q.r, q.typ.cfg.NodeID, q.place.Leader, cluster.CampaignStagger, q.done, q.standNow)
 }
 
 // closeTransport releases the group's transport (a cluster transport

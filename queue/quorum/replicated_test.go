@@ -440,6 +440,28 @@ func TestReplicatedPeerDownStandsOnMajoritySide(t *testing.T) {
 	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
 }
 
+// A new group whose first leader never opens its replica (its node is
+// down): the other members bootstrap the same configuration after
+// bootstrapWait and elect one of them at once (raft's timeouts are ten
+// minutes here), and the queue takes publishes.
+func TestReplicatedSilentFirstLeader(t *testing.T) {
+	defer quorum.SetBootstrapWait(200 * time.Millisecond)()
+	r := newReplicasTimeout(t, 10*time.Minute, "b", "c")
+	p := quorum.Placement{Group: 1<<62 | 15, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "sf", Durable: true}
+	qs := map[string]*quorum.Queue{}
+	for _, node := range []string{"b", "c"} {
+		q, err := r.typ(node).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[node] = q
+	}
+	waitUntil(t, "b leads, c knows it", func() bool { return qs["b"].Leads() && qs["c"].Replica().Leader == "b" })
+	publishWait(t, qs["c"], "m")
+	waitUntil(t, "on b and c", func() bool { return qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1 })
+}
+
 // An entry forwarded to a leader that hangs is given up as soon as the
 // replica sees another leader (or an election), not after the forward's
 // timeout, and goes to the new leader.
