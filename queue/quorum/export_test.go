@@ -118,7 +118,6 @@ func Term(q *Queue) uint64 {
 
 // SetBootstrapWait sets bootstrapWait until the returned func runs.
 func SetBootstrapWait(d time.Duration) (restore func()) {
-	old := bootstrapWait
-	bootstrapWait = d
-	return func() { bootstrapWait = old }
+	old := bootstrapWait.Swap(int64(d))
+	return func() { bootstrapWait.Store(old) }
 }

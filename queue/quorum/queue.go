@@ -363,8 +363,10 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 // bootstrapWait is how long a new group's member waits for its first
 // leader to give it a configuration before it bootstraps one itself
 // (bootstrapLater): several of the first leader's elections. A var for
-// the tests.
-var bootstrapWait = 7500 * time.Millisecond
+// the tests (nanoseconds).
+var bootstrapWait atomic.Int64
+
+func init() { bootstrapWait.Store(int64(7500 * time.Millisecond)) }
 
 // bootstrapLater bootstraps conf on a new group's member if no leader
 // gave it a configuration within bootstrapWait (its first leader is
@@ -374,7 +376,7 @@ var bootstrapWait = 7500 * time.Millisecond
 // cluster).
 func (q *Queue) bootstrapLater(conf raft.Configuration) {
 	select {
-	case <-time.After(bootstrapWait):
+	case <-time.After(time.Duration(bootstrapWait.Load())):
 	case <-q.done:
 		return
 	}
