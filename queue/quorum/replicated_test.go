@@ -144,6 +144,20 @@ func (r *replicas) stop(n string) {
 	}
 }
 
+// cutOff cuts node n's raft transport off from the others' (both ways);
+// n keeps running.
+func (r *replicas) cutOff(n string) {
+	r.mu.Lock()
+	tn := r.trans[n]
+	for m, tr := range r.trans {
+		if m != n {
+			tr.Disconnect(raft.ServerAddress(n))
+		}
+	}
+	r.mu.Unlock()
+	tn.DisconnectAll()
+}
+
 func (r *replicas) typ(n string) *quorum.Type {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -394,16 +408,7 @@ func TestReplicatedPeerDownStandsOnMajoritySide(t *testing.T) {
 			qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
 	})
 	term := quorum.Term(qs["b"])
-	// a is cut off from b and c, and keeps running.
-	r.mu.Lock()
-	ta := r.trans["a"]
-	for n, tr := range r.trans {
-		if n != "a" {
-			tr.Disconnect("a")
-		}
-	}
-	r.mu.Unlock()
-	ta.DisconnectAll()
+	r.cutOff("a")
 
 	only := func(up ...string) func(string) bool {
 		return func(n string) bool { return slices.Contains(up, n) }
@@ -475,14 +480,8 @@ func TestReplicatedForwardToHungLeaderGivenUp(t *testing.T) {
 	r.hung = map[string]bool{"a": true}
 	r.hungIn = make(chan struct{}, 16)
 	r.hungErr = make(chan error, 16)
-	ta := r.trans["a"]
-	for n, tr := range r.trans {
-		if n != "a" {
-			tr.Disconnect("a")
-		}
-	}
 	r.mu.Unlock()
-	ta.DisconnectAll()
+	r.cutOff("a")
 	done := make(chan error, 1)
 	qs["c"].Type().Publish(&queue.Message{Body: []byte("after"), Persistent: true}, []queue.Queue{qs["c"]}, nil, func(err error) { done <- err })
 	select {
