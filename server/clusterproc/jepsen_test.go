@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,10 @@ type jqueue struct {
 	h          *jepsen.History
 	decls      []*jepsen.Declarer
 	nPub, nCon int
+	// publishing counts the publishers still running: one that sent its
+	// scale.max messages stops, and a queue none publish to confirms no
+	// more (progress says so instead of waiting in vain).
+	publishing atomic.Int32
 }
 
 // jrun is one scenario: its cluster, queues and clients.
@@ -166,7 +171,11 @@ func (r *jrun) publish(on ...*node) {
 			q.nPub++
 			p := &jepsen.Publisher{Name: fmt.Sprintf("p%d%s", q.nPub, nd.name), Targets: r.c.targets(nd), Key: q.name,
 				History: q.h, Interval: r.sc.interval, Max: r.sc.max}
-			r.pubWG.Go(func() { p.Run(r.pubCtx) })
+			q.publishing.Add(1)
+			r.pubWG.Go(func() {
+				defer q.publishing.Add(-1)
+				p.Run(r.pubCtx)
+			})
 		}
 	}
 }
@@ -244,6 +253,9 @@ func (r *jrun) progressOf(qs []*jqueue, want int) {
 	for i, q := range qs {
 		waitFor(r.t, startTimeout, fmt.Sprintf("%d more confirms in %s", want, q.name), func() (bool, string) {
 			n := q.confirmed()
+			if n-from[i] < want && q.publishing.Load() == 0 && r.pubCtx.Err() == nil {
+				r.t.Fatalf("%s: %d more confirms of %d wanted, and every publisher has sent its %d messages (scale.max): the scenario outlasted its publishers", q.name, n-from[i], want, r.sc.max)
+			}
 			return n-from[i] >= want, fmt.Sprintf("%d more", n-from[i])
 		})
 		r.t.Logf("%s: %d more confirms in %s after %v", time.Now().Format("15:04:05.000"), want, q.name, time.Since(start).Round(time.Millisecond))
