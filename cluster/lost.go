@@ -110,7 +110,7 @@ func (n *Node) peerLost(node string) {
 		go func() {
 			defer n.wg.Done()
 			self := n.cfg.NodeName
-			Campaign(n.meta, self, node, CampaignStagger, n.ctx.Done(), func() error { return TimeoutNow(n.metaTrans, self) })
+			Campaign(n.meta, self, node, 0, CampaignStagger, n.ctx.Done(), func() error { return TimeoutNow(n.metaTrans, self) })
 		}()
 	}
 	if n.opts.PeerLost != nil {
@@ -138,7 +138,10 @@ const CampaignStagger = 300 * time.Millisecond
 // vote requests the other voters grant although they still know lost as
 // leader, if its log is as up to date as theirs (Raft's rule: a stale
 // replica never wins).
-func Campaign(r *raft.Raft, self, lost string, stagger time.Duration, stop <-chan struct{}, standNow func() error) bool {
+//
+// lostTerm is the term in which r last knew lost as its leader (0: not
+// known), for the first voter's check above.
+func Campaign(r *raft.Raft, self, lost string, lostTerm uint64, stagger time.Duration, stop <-chan struct{}, standNow func() error) bool {
 	if !followsLost(r, lost) {
 		return false
 	}
@@ -168,6 +171,13 @@ func Campaign(r *raft.Raft, self, lost string, stagger time.Duration, stop <-cha
 		if !followsLost(r, lost) {
 			return false
 		}
+	} else if lostTerm != 0 && r.CurrentTerm() > lostTerm {
+		// r has seen a vote request since lost led: another voter
+		// stands (the one lost handed its leadership to as it stopped,
+		// or one whose own timeout ran out). Standing now would depose
+		// it as it wins; should it lose, the next voter stands after
+		// stagger.
+		return false
 	}
 	return standNow() == nil
 }

@@ -30,6 +30,10 @@ import (
 // storeCloseTimeout bounds how long shutdown waits for the store to close.
 const storeCloseTimeout = 30 * time.Second
 
+// handOverTimeout bounds how long shutdown waits for the quorum queues
+// this node leads to have leaders elsewhere.
+const handOverTimeout = 3 * time.Second
+
 // Server is one broker node.
 type Server struct {
 	cfg Config
@@ -340,6 +344,9 @@ func (s *Server) shutdown() {
 		c.forceClose("broker shutdown")
 	}
 	s.wg.Wait()
+	if s.cluster != nil {
+		s.handOverQuorum()
+	}
 	s.stopCluster()
 	s.stopQueues()
 	// A store that cannot flush (its directory gone, a dead disk) may
@@ -360,6 +367,27 @@ func (s *Server) shutdown() {
 	}
 	st := s.store.Stats()
 	s.log.Info().Uint64("commits", st.Commits).Float64("messages_per_commit", st.MessagesPerCommit()).Msg("store closed")
+}
+
+// handOverQuorum steps this node aside as the leader of its quorum
+// queues before the cluster node closes: while its links are up, each
+// leadership goes to an up-to-date replica at once, with what this
+// leader had in flight. Closed first, the links would leave those
+// entries unconfirmed until the leader's lease ran out, and the other
+// replicas leaderless until they found this node gone.
+func (s *Server) handOverQuorum() {
+	ctx, cancel := context.WithTimeout(context.Background(), handOverTimeout)
+	defer cancel()
+	start := time.Now()
+	led, moved := s.quorum.HandOverAll(ctx)
+	if led == 0 {
+		return
+	}
+	ev := s.log.Info()
+	if moved < led {
+		ev = s.log.Warn()
+	}
+	ev.Int("led", led).Int("handed_over", moved).Dur("took", time.Since(start).Round(time.Millisecond)).Msg("quorum queue leaderships handed over before stopping")
 }
 
 func (s *Server) vhost(name string) *vhost {

@@ -301,6 +301,92 @@ func (t *Type) HandOver(group uint64) error {
 	return q.r.LeadershipTransfer().Error()
 }
 
+// handOverParallel bounds the leadership transfers HandOverAll runs at
+// once.
+const handOverParallel = 32
+
+// HandOverAll gives the leadership of every replicated group this node
+// leads to another voter (HandOver), several at a time, and waits for
+// them until ctx ends: a node about to stop steps aside first. Its
+// groups then have a leader throughout, and what their leader had in
+// flight is committed by the new one, instead of waiting until this
+// node's peers find it gone and elect. It reports how many groups it led
+// and how many of them have a leader elsewhere now; a transfer still
+// under way when ctx ends goes on until raft shuts down.
+func (t *Type) HandOverAll(ctx context.Context) (led, moved int) {
+	t.mu.Lock()
+	var qs []*Queue
+	for _, q := range t.queues {
+		if q.place != nil && q.r.State() == raft.Leader {
+			qs = append(qs, q)
+		}
+	}
+	t.mu.Unlock()
+	// A group of one voter has no one to hand over to.
+	qs = slices.DeleteFunc(qs, func(q *Queue) bool {
+		f := q.r.GetConfiguration()
+		if f.Error() != nil {
+			return true
+		}
+		voters := 0
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+		return voters < 2
+	})
+	if len(qs) == 0 {
+		return 0, 0
+	}
+	sem := make(chan struct{}, handOverParallel)
+	results := make(chan bool, len(qs))
+	go func() {
+		for _, q := range qs {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				defer func() { <-sem }()
+				err := q.r.LeadershipTransfer().Error()
+				results <- (err == nil || q.r.State() != raft.Leader) && q.awaitOtherLeader(ctx)
+			}()
+		}
+	}()
+	for range qs {
+		select {
+		case ok := <-results:
+			if ok {
+				moved++
+			}
+		case <-ctx.Done():
+			return len(qs), moved
+		}
+	}
+	return len(qs), moved
+}
+
+// awaitOtherLeader waits until this replica hears from a leader other
+// than itself, or ctx ends. A transfer is done once this replica steps
+// down, when the new leader may still be collecting its votes: the other
+// replicas hear from it at about the time this one does, and then know
+// that this node's going is not their leader's (cluster.Campaign would
+// depose the new leader otherwise).
+func (q *Queue) awaitOtherLeader(ctx context.Context) bool {
+	for {
+		if _, id := q.r.LeaderWithID(); id != "" && string(id) != q.typ.cfg.NodeID {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // Leave stops this node's replica of a group it is no longer a member of
 // and deletes its data; its consumers are returned for their channels to
 // move them to the queue as served now (or to tell their clients).
@@ -447,7 +533,7 @@ func (t *Type) PeerLost(node string) {
 		if _, id := q.r.LeaderWithID(); string(id) != node && id != "" {
 			continue
 		}
-		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
+		go cluster.Campaign(q.r, t.cfg.NodeID, node, q.ledTerm(node), cluster.CampaignStagger, q.done, q.standNow)
 	}
 }
 
@@ -470,7 +556,7 @@ func (t *Type) PeerDown(node string, running func(node string) bool) int {
 			continue
 		}
 		n++
-		go cluster.Campaign(q.r, t.cfg.NodeID, node, cluster.CampaignStagger, q.done, q.standNow)
+		go cluster.Campaign(q.r, t.cfg.NodeID, node, q.ledTerm(node), cluster.CampaignStagger, q.done, q.standNow)
 	}
 	return n
 }
@@ -565,7 +651,12 @@ func (t *Type) watchLeaders(q *Queue) {
 		}()
 	})
 	q.obs = raft.NewObserver(t.obs, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
+		lo, ok := o.Data.(raft.LeaderObservation)
+		if ok && lo.LeaderID != "" {
+			// On raft's goroutine, as it sets the leader: the term is
+			// the leader's (raft sets the term first).
+			q.seen.Store(&leaderSeen{id: string(lo.LeaderID), term: o.Raft.CurrentTerm()})
+		}
 		return ok
 	})
 	t.mu.Lock()
@@ -583,6 +674,21 @@ func (t *Type) unwatchLeaders(q *Queue) {
 	t.mu.Lock()
 	delete(t.byRaft, q.r)
 	t.mu.Unlock()
+}
+
+// leaderSeen is a leader a replica knew, and the term it led in.
+type leaderSeen struct {
+	id   string
+	term uint64
+}
+
+// ledTerm is the term in which this replica last knew node as its
+// leader, 0 if it did not (cluster.Campaign's lostTerm).
+func (q *Queue) ledTerm(node string) uint64 {
+	if s := q.seen.Load(); s != nil && s.id == node {
+		return s.term
+	}
+	return 0
 }
 
 // leaderChanged gives up the forwards under way (forwardCtx).

@@ -121,3 +121,7 @@ func SetBootstrapWait(d time.Duration) (restore func()) {
 	old := bootstrapWait.Swap(int64(d))
 	return func() { bootstrapWait.Store(old) }
 }
+
+// LedTerm is the term in which q's replica last knew node as its leader
+// (0: never), cluster.Campaign's lostTerm.
+func LedTerm(q *Queue, node string) uint64 { return q.ledTerm(node) }

@@ -45,8 +45,9 @@ type Queue struct {
 	snaps  raft.SnapshotStore
 	bodies *bodyFiles // bodies that came with snapshots it restored (snapshot.go, bodies.go)
 	trans  raft.Transport
-	place  *Placement     // the replica set in a cluster; nil: a one-voter group
-	obs    *raft.Observer // its leader changes (watchLeaders); nil for a one-voter group
+	place  *Placement                 // the replica set in a cluster; nil: a one-voter group
+	obs    *raft.Observer             // its leader changes (watchLeaders); nil for a one-voter group
+	seen   atomic.Pointer[leaderSeen] // the last leader obs saw (ledTerm)
 
 	// lctx ends when this replica sees the leader change (forwardCtx).
 	lmu     sync.Mutex
@@ -392,7 +393,7 @@ func (q *Queue) bootstrapLater(conf raft.Configuration) {
 		}
 		return
 	}
-	cluster.Campaign(q.r, q.typ.cfg.NodeID, q.place.Leader, cluster.CampaignStagger, q.done, q.standNow)
+	cluster.Campaign(q.r, q.typ.cfg.NodeID, q.place.Leader, 0, cluster.CampaignStagger, q.done, q.standNow)
 }
 
 // closeTransport releases the group's transport (a cluster transport

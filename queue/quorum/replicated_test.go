@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/queue/queuetest"
 	"github.com/warrenmq/warren/queue/quorum"
@@ -156,6 +157,13 @@ func (r *replicas) cutOff(n string) {
 	}
 	r.mu.Unlock()
 	tn.DisconnectAll()
+}
+
+// transport is node n's raft transport (its groups share it).
+func (r *replicas) transport(n string) *raft.InmemTransport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.trans[n]
 }
 
 func (r *replicas) typ(n string) *quorum.Type {
@@ -366,6 +374,99 @@ func TestReplicatedHandOver(t *testing.T) {
 	waitUntil(t, "on every replica", func() bool {
 		return qs["a"].Stats().Ready == 1 && qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1
 	})
+}
+
+// HandOverAll, a node stopping: the groups it leads get a leader
+// elsewhere at once (raft's timeouts are ten minutes here), and it
+// returns only once this node's replica has heard from that leader, so
+// the others have too: their PeerLost for the stopped node moves
+// nothing. A group it follows, or one of which it is the only voter, is
+// not counted.
+func TestReplicatedHandOverAll(t *testing.T) {
+	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 14, "hoa")
+	publishWait(t, qs["c"], "before")
+	waitUntil(t, "b and c know a leads", func() bool {
+		return qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
+	})
+	if led, moved := r.typ("b").HandOverAll(context.Background()); led != 0 || moved != 0 {
+		t.Fatalf("HandOverAll on a follower: led %d, handed over %d; want none", led, moved)
+	}
+	solo := newReplicasTimeout(t, 10*time.Minute, "z")
+	one, err := solo.typ("z").NewMember(queue.Decl{VHost: "/", Name: "solo", Durable: true}, replLimits, queue.Hooks{},
+		quorum.Placement{Group: 1<<62 | 15, Members: []string{"z"}, Leader: "z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "z leads its group", one.Leads)
+	if led, moved := solo.typ("z").HandOverAll(context.Background()); led != 0 || moved != 0 || !one.Leads() {
+		t.Fatalf("HandOverAll, the only voter: led %d, handed over %d, leads %v; want none and still leading", led, moved, one.Leads())
+	}
+	term := quorum.Term(qs["b"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	led, moved := r.typ("a").HandOverAll(ctx)
+	if led != 1 || moved != 1 {
+		t.Fatalf("HandOverAll: led %d, handed over %d; want 1 and 1", led, moved)
+	}
+	s := qs["a"].Replica()
+	if s.Leader == "" || s.Leader == "a" {
+		t.Fatalf("after HandOverAll a's replica knows leader %q, want another", s.Leader)
+	}
+	next := qs[s.Leader]
+	if !next.Leads() || quorum.Term(next) != term+1 {
+		t.Fatalf("%s: leads %v in term %d, want the leader of term %d", s.Leader, next.Leads(), quorum.Term(next), term+1)
+	}
+
+	r.stop("a")
+	for _, n := range []string{"b", "c"} {
+		// The check PeerLost("a") makes: none stands.
+		if cluster.Campaign(qs[n].Raft(), n, "a", quorum.LedTerm(qs[n], "a"), 0, nil, func() error {
+			t.Errorf("%s stood for election after a handed over to %s", n, s.Leader)
+			return nil
+		}) {
+			t.Fatalf("%s campaigned", n)
+		}
+	}
+	publishWait(t, qs["c"], "after")
+	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
+}
+
+// Campaign's first voter does not stand once it has seen a vote request
+// of a later term than the lost leader's: another voter is being elected
+// (the one the lost leader handed over to as it stopped; it may not
+// have heard from it yet). Without the term it would, as before.
+func TestReplicatedCampaignLeavesAnElectionAlone(t *testing.T) {
+	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 17, "cl")
+	publishWait(t, qs["c"], "before")
+	waitUntil(t, "b and c know a leads", func() bool {
+		return qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
+	})
+	term := quorum.Term(qs["b"])
+	if got := quorum.LedTerm(qs["b"], "a"); got != term {
+		t.Fatalf("b knew a as leader in term %d, want %d", got, term)
+	}
+	r.stop("a")
+	// c's vote request of a leadership transfer, with a log b will not
+	// vote for: b takes the term and forgets its leader, and no one wins.
+	var resp raft.RequestVoteResponse
+	req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("c"), Addr: []byte("c")},
+		Term: term + 1, LeadershipTransfer: true}
+	if err := r.transport("c").RequestVote("b", "b", req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Granted || quorum.Term(qs["b"]) != term+1 || qs["b"].Replica().Leader != "" {
+		t.Fatalf("b after the vote request: granted %v, term %d, leader %q; want refused, %d, none",
+			resp.Granted, quorum.Term(qs["b"]), qs["b"].Replica().Leader, term+1)
+	}
+	stood := false
+	standNow := func() error { stood = true; return nil }
+	if cluster.Campaign(qs["b"].Raft(), "b", "a", quorum.LedTerm(qs["b"], "a"), 0, nil, standNow) || stood {
+		t.Fatal("b stood while another voter's election was under way")
+	}
+	if !cluster.Campaign(qs["b"].Raft(), "b", "a", 0, 0, nil, standNow) || !stood {
+		t.Fatal("b, the lost leader's term not known, did not stand")
+	}
 }
 
 // PeerLost: the members left of a group whose leader's node is gone
