@@ -23,6 +23,9 @@
 #                   --lean-consumer, Warren's codec) on both brokers; 0:
 #                   amqp091-go's
 #   FAILOVER_DUR=20 seconds the failover publisher runs (the kill at 5 s)
+#   STOP_SIGNAL=KILL the signal node 1 gets in a failover: KILL (a crash),
+#                   or TERM (a clean stop, as in a rolling restart; the
+#                   script waits for the process to exit)
 #   RABBIT_PORT=5701  AMQP ports RABBIT_PORT..+2 (dist ports +20000)
 #   WARREN_PORT=5711  AMQP ports WARREN_PORT..+2 (cluster ports +20000);
 #                   the nodes' management API ports are WARREN_PORT+10000
@@ -54,6 +57,7 @@ CONFIRM=${CONFIRM:-64}
 LEAN_ARGS=
 [[ ${LEAN:-1} == 1 ]] && LEAN_ARGS="--lean-publisher --lean-consumer"
 FAILOVER_DUR=${FAILOVER_DUR:-20}
+STOP_SIGNAL=${STOP_SIGNAL:-KILL}
 QUORUM_ONLY=${QUORUM_ONLY:-0}
 FAILOVER_ONLY=${FAILOVER_ONLY:-0}
 FAILOVERS=${FAILOVERS:-1}
@@ -134,7 +138,7 @@ failover() {
 	fp=$!
 	sleep 5
 	[[ -n ${LEADER_FN:-} ]] && log "$label: $($LEADER_FN "cb-failover-$label")"
-	log "$label: kill -9 of node 1"
+	log "$label: SIG$STOP_SIGNAL to node 1"
 	$killfn
 	[[ -n $restartfn ]] && $restartfn
 	wait $fp || log "$label failover: $(tail -1 "$OUT/$label-failover.err")"
@@ -198,7 +202,12 @@ rabbit_start() {
 	PIDS+=("$(cat "$OUT/rabbit$i/pid")")
 }
 rabbit_leader() { echo "queue $1 led by $(rctl 2 list_queues name leader --formatter json | jq -r --arg q "$1" '.[] | select(.name == $q) | .leader')"; }
-rabbit_kill1() { kill -9 "$(cat "$OUT/rabbit1/pid")"; }
+rabbit_kill1() {
+	local p
+	p=$(cat "$OUT/rabbit1/pid")
+	kill -"$STOP_SIGNAL" "$p"
+	while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+}
 rabbit_run() {
 	if [[ ! -x $RABBIT_BIN/rabbitmq-server ]]; then
 		log "no $RABBIT_BIN/rabbitmq-server: skipping RabbitMQ"
@@ -265,7 +274,7 @@ warren_wait() {
 }
 # warren_leader QUEUE: its leader, as node 2's management API reports it.
 warren_leader() { echo "queue $1 led by $(curl -s -u guest:guest "http://127.0.0.1:$((WARREN_PORT + 10001))/api/queues/%2F/$1" | jq -r .leader)"; }
-warren_kill1() { kill -9 "${WPID[1]}"; wait "${WPID[1]}" 2>/dev/null; }
+warren_kill1() { kill -"$STOP_SIGNAL" "${WPID[1]}"; wait "${WPID[1]}" 2>/dev/null; }
 # restart node 1 at once (kill -9 leaves nothing to wait for but the exit).
 warren_restart1() { warren_start 1; }
 warren_run() {

@@ -153,7 +153,7 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 
 // Heartbeats answered here. hashicorp/raft's leader sends each follower
 // of each group a heartbeat every HeartbeatTimeout/10 to 2x that (150 to
-// 300 ms: the metadata group and quorum queues both time out at 1.5 s),
+// 300 ms for the metadata group, 500 ms to 1 s for a quorum queue),
 // besides the AppendEntries it sends every CommitTimeout even when idle,
 // and either tells the follower its leader is alive. With a thousand idle
 // groups that is most of what a node does at rest. So a heartbeat to a
@@ -162,9 +162,9 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 // node within heartbeatRefresh/2 (the peer is alive and serving), is
 // answered here with that answer instead of sent: the follower gets a
 // real one at least every heartbeatRefresh plus a heartbeat interval
-// (1.3 s, under the 1.5 s it waits before standing for election; a group
-// with a longer timeout, SetHeartbeatTimeout: half of it plus an
-// interval), and AppendEntries every commit timeout or up to twice that.
+// (1.3 s, under the 1.5 s it waits before standing for election; a quorum
+// queue's group, SetHeartbeatTimeout: 2.5 s plus 1 s, under its 5 s), and
+// AppendEntries every commit timeout or up to twice that.
 // raft's heartbeat
 // uses an answer only to note the follower's contact (its leader lease,
 // VerifyLeader): a leader cut off from a follower sees the link fall

@@ -57,13 +57,18 @@ func quorumGroupName(gid uint64) string { return fmt.Sprintf("q%x", gid) }
 // clusterQuorumConfig fills in what the quorum type needs in a cluster.
 func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 	c.NodeID = s.cfg.Cluster.NodeName
-	// A dead leader is replaced at once (PeerLost), a hung or cut-off
-	// one once two probe rounds in a row went unanswered (PeerDown, 2 to
-	// 3 s) or raft's own timeouts (1.5 to 3 s) ran out. Raised timeouts
-	// (5 s, so that idle groups wake less) made a rolling restart's
-	// quorum queue stop confirming for good (TestJepsen RollingRestart):
-	// not understood yet, so not done.
-	c.Timeout = 1500 * time.Millisecond
+	// An idle group's leader wakes for each follower every tenth of the
+	// heartbeat timeout (raft's heartbeat) and every commit timeout or up
+	// to twice that (raft's AppendEntries of nothing); with a thousand
+	// queues those wakeups are most of what a node does at rest. So the
+	// groups' timeouts are long, and raft's own (5 to 10 s) only the
+	// fallback: a stopping leader hands over first (handOverQuorum), a
+	// dead one is replaced at once (PeerLost), a hung or cut-off one once
+	// two probe rounds in a row went unanswered (PeerDown, 2 to 3 s).
+	// Followers learn the commit index after each entry anyway (the
+	// nudges), not from the commit timeout.
+	c.Timeout = 5 * time.Second
+	c.CommitTimeout = 2 * time.Second
 	c.FifoRules = func(members []string) bool { return s.meta.hasFeature(featureFifoRules, members) }
 	// When a node dies, every group it was a member of fails to reach
 	// it: one rate-limited warning, not an error per group and retry.
