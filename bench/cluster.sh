@@ -342,7 +342,7 @@ if ((IDLE > 0)); then
 	exit 0
 fi
 {
-	echo "3-node clusters on $(hostname -s), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d): 1 KB persistent, confirms (window $CONFIRM), publisher on node 1, consumer on node 2, ${DUR}s x $ROUNDS rounds (medians); failover: kill -9 of node 1 (the queue's leader or home) under a publisher on node 2"
+	echo "3-node clusters on $(hostname -s), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d): 1 KB persistent, confirms (window $CONFIRM), publisher on node 1, consumer on node 2, ${DUR}s x $ROUNDS rounds (medians); failover: SIG$STOP_SIGNAL to node 1 (the queue's leader or home) under a publisher on node 2"
 	echo
 	echo "| broker, queue | confirmed/s | p99 confirm ms | p99 end-to-end ms | lost | failover ms |"
 	echo "|---|--:|--:|--:|--:|--:|"
