@@ -312,8 +312,10 @@ const handOverParallel = 32
 // flight is committed by the new one, instead of waiting until this
 // node's peers find it gone and elect. It reports how many groups it led
 // and how many of them have a leader elsewhere now; a transfer still
-// under way when ctx ends goes on until raft shuts down.
-func (t *Type) HandOverAll(ctx context.Context) (led, moved int) {
+// under way when ctx ends goes on until raft shuts down. A group none of
+// whose other voters running says runs (nil: all do) is not counted:
+// there is no one to hand over to.
+func (t *Type) HandOverAll(ctx context.Context, running func(node string) bool) (led, moved int) {
 	t.mu.Lock()
 	var qs []*Queue
 	for _, q := range t.queues {
@@ -322,19 +324,19 @@ func (t *Type) HandOverAll(ctx context.Context) (led, moved int) {
 		}
 	}
 	t.mu.Unlock()
-	// A group of one voter has no one to hand over to.
+	// A group of one voter, or whose other voters are down, has no one
+	// to hand over to.
 	qs = slices.DeleteFunc(qs, func(q *Queue) bool {
 		f := q.r.GetConfiguration()
 		if f.Error() != nil {
 			return true
 		}
-		voters := 0
 		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter {
-				voters++
+			if s.Suffrage == raft.Voter && string(s.ID) != t.cfg.NodeID && (running == nil || running(string(s.ID))) {
+				return false
 			}
 		}
-		return voters < 2
+		return true
 	})
 	if len(qs) == 0 {
 		return 0, 0

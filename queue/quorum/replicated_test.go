@@ -380,15 +380,15 @@ func TestReplicatedHandOver(t *testing.T) {
 // elsewhere at once (raft's timeouts are ten minutes here), and it
 // returns only once this node's replica has heard from that leader, so
 // the others have too: their PeerLost for the stopped node moves
-// nothing. A group it follows, or one of which it is the only voter, is
-// not counted.
+// nothing. A group it follows, one of which it is the only voter, or one
+// whose other voters are down, is not counted.
 func TestReplicatedHandOverAll(t *testing.T) {
 	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 14, "hoa")
 	publishWait(t, qs["c"], "before")
 	waitUntil(t, "b and c know a leads", func() bool {
 		return qs["b"].Replica().Leader == "a" && qs["c"].Replica().Leader == "a"
 	})
-	if led, moved := r.typ("b").HandOverAll(context.Background()); led != 0 || moved != 0 {
+	if led, moved := r.typ("b").HandOverAll(context.Background(), nil); led != 0 || moved != 0 {
 		t.Fatalf("HandOverAll on a follower: led %d, handed over %d; want none", led, moved)
 	}
 	solo := newReplicasTimeout(t, 10*time.Minute, "z")
@@ -398,14 +398,17 @@ func TestReplicatedHandOverAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "z leads its group", one.Leads)
-	if led, moved := solo.typ("z").HandOverAll(context.Background()); led != 0 || moved != 0 || !one.Leads() {
+	if led, moved := solo.typ("z").HandOverAll(context.Background(), nil); led != 0 || moved != 0 || !one.Leads() {
 		t.Fatalf("HandOverAll, the only voter: led %d, handed over %d, leads %v; want none and still leading", led, moved, one.Leads())
 	}
 	term := quorum.Term(qs["b"])
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	led, moved := r.typ("a").HandOverAll(ctx)
+	if led, moved := r.typ("a").HandOverAll(ctx, func(n string) bool { return n == "a" }); led != 0 || moved != 0 || !qs["a"].Leads() {
+		t.Fatalf("HandOverAll, the other voters down: led %d, handed over %d, leads %v; want none and still leading", led, moved, qs["a"].Leads())
+	}
+	led, moved := r.typ("a").HandOverAll(ctx, nil)
 	if led != 1 || moved != 1 {
 		t.Fatalf("HandOverAll: led %d, handed over %d; want 1 and 1", led, moved)
 	}
