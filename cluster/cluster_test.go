@@ -509,6 +509,12 @@ func TestPeerLost(t *testing.T) {
 	for i := range 3 {
 		c.Start(i)
 	}
+	for i := range 3 {
+		// Not heard from yet, or running: not known down.
+		if c.Node(i).KnownDown("n1") || c.Node(i).KnownDown("n2") || c.Node(i).KnownDown("n3") {
+			t.Fatalf("n%d knows a node down as the three start", i+1)
+		}
+	}
 	c.WaitLeader(30 * time.Second)
 	clustertest.WaitFor(t, 20*time.Second, "every node sees the three running", func() bool {
 		for i := range 3 {
@@ -546,6 +552,9 @@ func TestPeerLost(t *testing.T) {
 		return true
 	})
 	c.WaitLeader(30*time.Second, 0, 1)
+	if !c.Node(0).KnownDown("n3") || !c.Node(1).KnownDown("n3") || c.Node(0).KnownDown("n2") {
+		t.Fatal("KnownDown disagrees: n3 is gone, n1 and n2 run")
+	}
 	if got := told("n1"); !onlyN3(got) {
 		t.Fatalf("n1 told %v, want n3 alone", got)
 	}
@@ -558,8 +567,9 @@ func TestPeerLost(t *testing.T) {
 
 // TestPeerDown: a node cut off from the others (it runs, nothing reaches
 // it) is found down by their probes: Options.PeerDown is called on each
-// of them with its name, and on it with theirs; Running tells who answers.
-// Healed, each counts the others running again.
+// of them with its name, and on it with theirs; Running tells who
+// answers, KnownDown who does not. Healed, each counts the others running
+// again.
 func TestPeerDown(t *testing.T) {
 	c := clustertest.New(t, 3)
 	var mu sync.Mutex
@@ -600,10 +610,16 @@ func TestPeerDown(t *testing.T) {
 	if running(0, "n3") || running(1, "n3") || running(2, "n1") || running(2, "n2") || !running(0, "n1", "n2") || !running(2, "n3") {
 		t.Fatal("Running disagrees with the partition")
 	}
+	if !c.Node(0).KnownDown("n3") || !c.Node(2).KnownDown("n1") || c.Node(0).KnownDown("n2") || c.Node(2).KnownDown("n3") {
+		t.Fatal("KnownDown disagrees with the partition")
+	}
 	c.Net.Heal()
 	clustertest.WaitFor(t, 20*time.Second, "every node sees the three running again", func() bool {
 		return running(0, "n1", "n2", "n3") && running(1, "n1", "n2", "n3") && running(2, "n1", "n2", "n3")
 	})
+	if c.Node(0).KnownDown("n3") || c.Node(2).KnownDown("n1") {
+		t.Fatal("KnownDown: a healed node still down")
+	}
 	for _, n := range []string{"n1", "n2"} {
 		if got := told(n); !slices.Equal(got, []string{"n3"}) {
 			t.Fatalf("%s told %v are down, want n3 once", n, got)

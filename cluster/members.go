@@ -126,6 +126,21 @@ func (n *Node) Running(name string) bool {
 	return ok && !m.suspect[name]
 }
 
+// KnownDown reports whether name, a member, is known not to run: it is
+// suspect (Options.PeerDown) or its process was found gone
+// (Options.PeerLost), and it has not answered since. A member not heard
+// from yet (this node just started) is not known down.
+func (n *Node) KnownDown(name string) bool {
+	if name == n.cfg.NodeName {
+		return false
+	}
+	m := &n.members
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, lost := m.lostAt[name]
+	return lost || m.suspect[name]
+}
+
 // suspectAfter: a member whose probes went unanswered for more than this
 // many probe intervals is suspect (Options.PeerDown): two rounds in a
 // row, 2 to 3 s after it stopped answering, about when raft's timeouts

@@ -379,7 +379,7 @@ func (s *Server) handOverQuorum() {
 	ctx, cancel := context.WithTimeout(context.Background(), handOverTimeout)
 	defer cancel()
 	start := time.Now()
-	led, moved := s.quorum.HandOverAll(ctx, s.cluster.Running)
+	led, moved := s.quorum.HandOverAll(ctx, func(node string) bool { return !s.cluster.KnownDown(node) })
 	if led == 0 {
 		return
 	}

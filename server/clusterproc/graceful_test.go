@@ -19,10 +19,11 @@ const stopTimeout = 30 * time.Second
 // TestQuorumGracefulLeaderStop stops a quorum queue's leader cleanly
 // (SIGTERM: its connections are closed, its queues and cluster stopped,
 // its store closed) right after 200 persistent messages published
-// through a follower were confirmed: the node exits within stopTimeout,
-// another replica leads, a consumer on the third node gets every
-// confirmed message (none lost, none twice unless marked redelivered),
-// and the stopped node comes back as a member the queue works through.
+// through a follower were confirmed: the node hands its leadership over
+// and exits within stopTimeout, another replica leads, a consumer on the
+// third node gets every confirmed message (none lost, none twice unless
+// marked redelivered), and the stopped node comes back as a member the
+// queue works through.
 func TestQuorumGracefulLeaderStop(t *testing.T) {
 	c := newCluster(t, 3)
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
@@ -58,8 +59,13 @@ func TestQuorumGracefulLeaderStop(t *testing.T) {
 	// The leader stops cleanly, at once.
 	took := c.stopGracefully(n1, stopTimeout)
 	t.Logf("n1 exited %v after SIGTERM", took.Round(time.Millisecond))
-	if log, _ := os.ReadFile(filepath.Join(n1.dir, "broker.log")); !bytes.Contains(log, []byte(`"store closed"`)) {
+	log, _ := os.ReadFile(filepath.Join(n1.dir, "broker.log"))
+	if !bytes.Contains(log, []byte(`"store closed"`)) {
 		t.Errorf("n1's log has no \"store closed\": its shutdown did not finish")
+	}
+	// It handed its leadership over before its links closed.
+	if !bytes.Contains(log, []byte(`"led":1,"handed_over":1`)) {
+		t.Errorf("n1's log does not say it handed over the leadership of %s", q)
 	}
 	waitFor(t, waitTimeout, "a new leader of "+q+" on n2", func() (bool, string) {
 		l := c.queueLeader(n2, q)
