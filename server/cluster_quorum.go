@@ -48,6 +48,10 @@ const quorumReconcile = time.Second
 // again for a replica of this node that did not open; tests shorten it.
 var replicaRetrySpacing = time.Minute
 
+// quorumBootstrapWait is quorum.Config.BootstrapWait (0: its default);
+// tests lengthen it.
+var quorumBootstrapWait time.Duration
+
 // startGrace is how long a node just started takes the members it has
 // not heard from yet for running.
 var startGrace = 15 * time.Second // a var for the tests
@@ -69,6 +73,7 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 	// nudges), not from the commit timeout.
 	c.Timeout = 5 * time.Second
 	c.CommitTimeout = 2 * time.Second
+	c.BootstrapWait = quorumBootstrapWait
 	c.FifoRules = func(members []string) bool { return s.meta.hasFeature(featureFifoRules, members) }
 	// When a node dies, every group it was a member of fails to reach
 	// it: one rate-limited warning, not an error per group and retry.
@@ -116,6 +121,13 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 			return nil, errors.New("short quorum.apply")
 		}
 		return s.quorum.Forwarded(binary.BigEndian.Uint64(req), req[8:])
+	})
+	n.Handle("quorum.bootstrap", func(_ context.Context, _ string, req []byte) ([]byte, error) {
+		if len(req) != 8 {
+			return nil, errors.New("quorum.bootstrap: a group id is 8 bytes")
+		}
+		s.quorum.BootstrapNow(binary.BigEndian.Uint64(req))
+		return nil, nil
 	})
 	n.Handle("quorum.member", s.whenReady(s.handleMember))
 	n.Handle("quorum.stat", s.whenReady(s.handleQuorumStat))
@@ -363,6 +375,10 @@ func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *repli
 		// through them, and the reconcile loop opens its replica again
 		// (retryReplicas).
 		m.s.log.Error().Err(err).Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Msg("quorum replica not opened here: served through the other members until it is")
+		if p.Leader == m.self {
+			// The group's first leader: its members would wait for it.
+			m.s.askBootstrap(p)
+		}
 		return m.failedReplica(v, d, r), nil
 	}
 	m.incs[k] = r.inc
@@ -370,6 +386,34 @@ func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *repli
 	m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Str("leader", r.lead).Msg("quorum replica created")
 	return q, nil
 }
+
+// askBootstrap asks the other members of a new group, whose first
+// leader this node is and whose replica did not open here, to bootstrap
+// it now (quorum.Type.BootstrapNow) rather than after waiting for this
+// node. It does not block; a member that cannot be asked (an earlier
+// build answers an unknown method) bootstraps after its wait.
+func (s *Server) askBootstrap(p quorum.Placement) {
+	n := s.cluster
+	if n == nil {
+		return
+	}
+	req := binary.BigEndian.AppendUint64(nil, p.Group)
+	for _, node := range p.Members {
+		if node == s.cfg.Cluster.NodeName {
+			continue
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(s.clusterCtx, askBootstrapTimeout)
+			defer cancel()
+			if _, err := n.Call(ctx, node, "quorum.bootstrap", req); err != nil {
+				s.log.Debug().Err(err).Str("peer_node", node).Msg("asking a member to bootstrap a quorum queue's group failed: it does after its wait")
+			}
+		}()
+	}
+}
+
+// askBootstrapTimeout bounds asking one member to bootstrap a group.
+const askBootstrapTimeout = 5 * time.Second
 
 // openReplicaFault is the error a test makes opening this node's replica
 // of a quorum queue fail with (Server.openReplicaHook); nil in

@@ -479,3 +479,51 @@ func TestQuorumReplicaRetriedAfterFailedOpen(t *testing.T) {
 		t.Fatalf("opens of n3's replica (failed: %v): the last one should be the only one that succeeded", f)
 	}
 }
+
+// The declaring node, the new queue's first leader, fails to open its
+// replica: it asks the other members to bootstrap the group at once
+// (quorum.bootstrap), instead of their waiting for it (ten minutes here,
+// so that the publish below could not be confirmed without the ask).
+// Publishes through it are confirmed by the group the others formed.
+func TestQuorumFirstLeaderFailedOpenAsksMembers(t *testing.T) {
+	old := quorumBootstrapWait
+	quorumBootstrapWait = 10 * time.Minute
+	t.Cleanup(func() { quorumBootstrapWait = old })
+	const qname = "firstfails"
+	hook := func(_, name string) error {
+		if name == qname {
+			return errors.New("injected: replica open fails")
+		}
+		return nil
+	}
+	nodes := startReplicaCluster(t, []func(string, string) error{hook, nil, nil})
+	c1, err := amqp091.Dial(nodes[0].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	ch, err := c1.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(qname, true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := localQueue(nodes[0].srv, qname).(*remoteQueue); !ok {
+		t.Fatalf("n1 serves %s with %T, want a stand-in (its replica did not open)", qname, localQueue(nodes[0].srv, qname))
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := publishConfirmed(t, ch, qname, []string{"m"}); len(got) != 1 {
+		t.Fatal("a publish through n1 was not confirmed: n2 and n3 did not bootstrap the group")
+	}
+	waitFor(t, 10*time.Second, "n2 or n3 leads", func() bool {
+		for _, n := range nodes[1:] {
+			if q, ok := localQueue(n.srv, qname).(*quorum.Queue); ok && q.Leads() {
+				return true
+			}
+		}
+		return false
+	})
+}

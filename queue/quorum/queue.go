@@ -48,6 +48,11 @@ type Queue struct {
 	place  *Placement                 // the replica set in a cluster; nil: a one-voter group
 	obs    *raft.Observer             // its leader changes (watchLeaders); nil for a one-voter group
 	seen   atomic.Pointer[leaderSeen] // the last leader obs saw (ledTerm)
+	// bootNow, made before bootstrapLater starts (a new group's member
+	// waiting for its first leader), is closed once (bootOnce) to end
+	// that wait at once (BootstrapNow).
+	bootNow  chan struct{}
+	bootOnce sync.Once
 
 	// lctx ends when this replica sees the leader change (forwardCtx).
 	lmu     sync.Mutex
@@ -302,6 +307,7 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 			// until the others have their replicas open), and the others
 			// learn the configuration from it. Should it not lead soon, the
 			// member bootstraps the same configuration itself.
+			q.bootNow = make(chan struct{})
 			go q.bootstrapLater(conf)
 		} else if err := r.BootstrapCluster(conf).Error(); err != nil && (p == nil || !errors.Is(err, raft.ErrCantBootstrap)) {
 			// A first leader that opens its replica late (its node was
@@ -335,6 +341,10 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	t.mu.Lock()
 	t.queues[gid] = q
 	t.known[gid] = true
+	if _, asked := t.bootAsked[gid]; asked {
+		delete(t.bootAsked, gid)
+		q.bootstrapNow()
+	}
 	t.mu.Unlock()
 	go q.proposer()
 	// The queue's limits (they may have changed by policy), and, after a
@@ -370,14 +380,20 @@ var bootstrapWait atomic.Int64
 func init() { bootstrapWait.Store(int64(7500 * time.Millisecond)) }
 
 // bootstrapLater bootstraps conf on a new group's member if no leader
-// gave it a configuration within bootstrapWait (its first leader is
-// down, or could not open its replica), and has the members stand for
-// election then, one at a time (cluster.Campaign, the silent first
-// leader left out), instead of after raft's timeouts (5 to 10 s in a
-// cluster).
+// gave it a configuration within Config.BootstrapWait (bootstrapWait
+// when 0: its first leader is down, or slow), or at once when the first
+// leader asks (BootstrapNow: it could not open its replica). The members
+// then stand for election one at a time (cluster.Campaign, the silent
+// first leader left out), instead of after raft's timeouts (5 to 10 s in
+// a cluster).
 func (q *Queue) bootstrapLater(conf raft.Configuration) {
+	wait := q.typ.cfg.BootstrapWait
+	if wait <= 0 {
+		wait = time.Duration(bootstrapWait.Load())
+	}
 	select {
-	case <-time.After(time.Duration(bootstrapWait.Load())):
+	case <-time.After(wait):
+	case <-q.bootNow:
 	case <-q.done:
 		return
 	}
@@ -394,6 +410,37 @@ func (q *Queue) bootstrapLater(conf raft.Configuration) {
 		return
 	}
 	cluster.Campaign(q.r, q.typ.cfg.NodeID, q.place.Leader, 0, cluster.CampaignStagger, q.done, q.standNow)
+}
+
+// BootstrapNow: the first leader of the new group gid could not open
+// its replica, and asks its members (the server, over the cluster) not
+// to wait bootstrapWait for it: this node's member bootstraps the group
+// now (bootstrapLater), or as soon as it opens if it has not yet. Asks
+// for groups that never open here are dropped after a minute.
+func (t *Type) BootstrapNow(gid uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.queues[gid]; q != nil {
+		q.bootstrapNow()
+		return
+	}
+	now := time.Now()
+	for g, at := range t.bootAsked {
+		if now.Sub(at) > time.Minute {
+			delete(t.bootAsked, g)
+		}
+	}
+	if t.bootAsked == nil {
+		t.bootAsked = map[uint64]time.Time{}
+	}
+	t.bootAsked[gid] = now
+}
+
+// bootstrapNow ends bootstrapLater's wait, if it waits.
+func (q *Queue) bootstrapNow() {
+	if q.bootNow != nil {
+		q.bootOnce.Do(func() { close(q.bootNow) })
+	}
 }
 
 // closeTransport releases the group's transport (a cluster transport

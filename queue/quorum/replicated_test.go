@@ -27,6 +27,8 @@ type replicas struct {
 	dirs    map[string]string
 	timeout time.Duration // raft's timeouts (default 200 ms)
 	commit  time.Duration // raft's commit timeout (0: the type's default)
+	// bootstrapWait: the types' Config.BootstrapWait (0: the default)
+	bootstrapWait time.Duration
 
 	mu    sync.Mutex
 	types map[string]*quorum.Type
@@ -65,7 +67,7 @@ func newReplicasCommit(t *testing.T, timeout, commit time.Duration, names ...str
 // start (re)starts node n's type from its directory.
 func (r *replicas) start(n string) {
 	typ := quorum.NewType(quorum.Config{
-		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, CommitTimeout: r.commit, SnapshotThreshold: 32, NoSync: true,
+		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, CommitTimeout: r.commit, BootstrapWait: r.bootstrapWait, SnapshotThreshold: 32, NoSync: true,
 		FifoRules: func(members []string) bool {
 			r.mu.Lock()
 			f := r.fifo
@@ -566,6 +568,34 @@ func TestReplicatedSilentFirstLeader(t *testing.T) {
 		}
 		qs[node] = q
 	}
+	waitUntil(t, "b leads, c knows it", func() bool { return qs["b"].Leads() && qs["c"].Replica().Leader == "b" })
+	publishWait(t, qs["c"], "m")
+	waitUntil(t, "on b and c", func() bool { return qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1 })
+}
+
+// A new group whose first leader could not open its replica, and says
+// so (BootstrapNow): its members bootstrap at once, not after their wait
+// (ten minutes here, as raft's timeouts), whether asked after they opened
+// theirs (c) or before (b), and the queue takes publishes.
+func TestReplicatedBootstrapNow(t *testing.T) {
+	r := newReplicasTimeout(t, 10*time.Minute, "b", "c")
+	r.bootstrapWait = 10 * time.Minute
+	for _, n := range []string{"b", "c"} {
+		r.stop(n)
+		r.start(n)
+	}
+	p := quorum.Placement{Group: 1<<62 | 18, Members: []string{"a", "b", "c"}, Leader: "a"}
+	decl := queue.Decl{VHost: "/", Name: "bn", Durable: true}
+	r.typ("b").BootstrapNow(p.Group)
+	qs := map[string]*quorum.Queue{}
+	for _, node := range []string{"c", "b"} {
+		q, err := r.typ(node).NewMember(decl, replLimits, queue.Hooks{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs[node] = q
+	}
+	r.typ("c").BootstrapNow(p.Group)
 	waitUntil(t, "b leads, c knows it", func() bool { return qs["b"].Leads() && qs["c"].Replica().Leader == "b" })
 	publishWait(t, qs["c"], "m")
 	waitUntil(t, "on b and c", func() bool { return qs["b"].Stats().Ready == 1 && qs["c"].Stats().Ready == 1 })

@@ -85,6 +85,11 @@ type Config struct {
 	// send tells each follower its commit index (default 500 ms). A
 	// follower learns it at once after an entry anyway (Queue.armNudge).
 	CommitTimeout time.Duration
+	// BootstrapWait is how long a new group's member waits for its first
+	// leader before it bootstraps the group itself (0: 7.5 s, several of
+	// the first leader's elections); the first leader cuts it short when
+	// it cannot open its replica (BootstrapNow).
+	BootstrapWait time.Duration
 	// NoSync: the Raft store does not sync (tests of logic only).
 	NoSync bool
 }
@@ -115,6 +120,10 @@ type Type struct {
 	obs     chan raft.Observation
 	obsStop chan struct{}
 	byRaft  map[*raft.Raft]*Queue // under mu
+
+	// bootAsked: groups whose first leader asked this node to bootstrap
+	// them at once (BootstrapNow) before its member opened, and when.
+	bootAsked map[uint64]time.Time // under mu
 }
 
 // leaveWait bounds how long a new replica waits for an old one of its
