@@ -203,42 +203,6 @@ func TestCommitFirst(t *testing.T) {
 	}
 }
 
-// TestHeartbeatHeld: a group with a longer heartbeat timeout
-// (SetHeartbeatTimeout: ten minutes here, so its answers stand for five)
-// holds a heartbeat answered here until that answer expires, so that
-// raft's heartbeat goroutine does not wake for nothing; the hold ends
-// with the transport, with raft's shutdown error. A group without it
-// answers at once (TestHeartbeatAnsweredHere).
-func TestHeartbeatHeld(t *testing.T) {
-	_, b, ta, tb := linkPair(t, "hb-held")
-	ta.SetHeartbeatTimeout(10 * time.Minute)
-	var got atomic.Int64
-	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
-		got.Add(1)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: 2, Success: true}, nil)
-	})
-	to := raft.ServerAddress(b.Addr())
-	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte("n1-addr")}
-	var resp raft.AppendEntriesResponse
-	if err := ta.AppendEntries("n2", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2}, &resp); err != nil || !resp.Success || got.Load() != 1 {
-		t.Fatalf("first heartbeat: %v, %+v, %d sent; want sent and answered", err, resp, got.Load())
-	}
-	held := make(chan error, 1)
-	go func() {
-		var resp raft.AppendEntriesResponse
-		held <- ta.AppendEntries("n2", to, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2}, &resp)
-	}()
-	// It is answered here (nothing sent) and held: it returns only when
-	// the transport closes.
-	ta.Close()
-	if err := <-held; !errors.Is(err, raft.ErrTransportShutdown) {
-		t.Fatalf("a held heartbeat returned %v when its transport closed, want raft's shutdown error", err)
-	}
-	if got.Load() != 1 {
-		t.Fatalf("%d heartbeats sent, want 1: the second was to be answered here", got.Load())
-	}
-}
-
 // TestHeartbeatAnsweredHere: a heartbeat to a follower that answered
 // one of the same term with success a moment ago, over a link that
 // carries answers, is answered from that answer and not sent; one of

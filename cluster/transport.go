@@ -127,13 +127,7 @@ const (
 func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	heartbeat := isHeartbeat(args)
 	if heartbeat && t.answerHeartbeat(target, args, resp, time.Now()) {
-		if !t.holdHeartbeat(target) {
-			return raft.ErrTransportShutdown
-		}
-		if t.n.link(string(target)).answeredSince(time.Now().Add(-t.refresh() / 2)) {
-			return nil
-		}
-		// The link fell silent while the heartbeat was held: a real one.
+		return nil
 	}
 	deadline := time.Now().Add(t.n.timing.FollowerWait)
 	fast := 0
@@ -187,40 +181,6 @@ const heartbeatRefresh = time.Second
 // group's raft starts.
 func (t *GroupTransport) SetHeartbeatTimeout(d time.Duration) {
 	t.refreshNs.Store(int64(max(heartbeatRefresh, d/2)))
-}
-
-// holdHeartbeat: a heartbeat answered here (answerHeartbeat) of a group
-// with a longer timeout (SetHeartbeatTimeout: a quorum queue's) returns
-// to raft only when the answer it was given expires, or the transport
-// closes (false). raft's heartbeat goroutine, one per follower of each
-// group, would otherwise wake every tenth of the timeout to be answered
-// here again: with a thousand idle groups those wakeups were a fifth of
-// a leader's CPU at rest. The follower gets its real heartbeats as often
-// (the first one raft sends after the answer expired), and raft uses the
-// goroutine for nothing else but VerifyLeader, which Warren does not
-// call. The caller checks the link again after the hold.
-func (t *GroupTransport) holdHeartbeat(target raft.ServerAddress) bool {
-	if t.refreshNs.Load() == 0 {
-		return true
-	}
-	t.seenMu.Lock()
-	seen, ok := t.seen[target]
-	t.seenMu.Unlock()
-	if !ok {
-		return true
-	}
-	wait := time.Until(seen.at.Add(t.refresh()))
-	if wait <= 0 {
-		return true
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-t.closed:
-		return false
-	}
 }
 
 // refresh is how long a follower's heartbeat answer may stand for the
