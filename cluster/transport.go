@@ -164,9 +164,8 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 // real one at least every heartbeatRefresh plus a heartbeat interval
 // (1.3 s, under the 1.5 s it waits before standing for election; a quorum
 // queue's group, SetHeartbeatTimeout: 2.5 s plus 1 s, under its 5 s), and
-// AppendEntries every commit timeout or up to twice that.
-// raft's heartbeat
-// uses an answer only to note the follower's contact (its leader lease,
+// AppendEntries every commit timeout or up to twice that. raft's
+// heartbeat uses an answer only to note the follower's contact (its leader lease,
 // VerifyLeader): a leader cut off from a follower sees the link fall
 // silent and sends its heartbeats, which fail, within heartbeatRefresh/2,
 // so it loses its lease at most that much later. A follower of a higher

@@ -313,9 +313,9 @@ const handOverParallel = 32
 // node's peers find it gone and elect. It reports how many groups it led
 // and how many of them have a leader elsewhere now; a transfer still
 // under way when ctx ends goes on until raft shuts down. A group none of
-// whose other voters running says runs (nil: all do) is not counted:
+// whose other voters mayRun says may run (nil: all may) is not counted:
 // there is no one to hand over to.
-func (t *Type) HandOverAll(ctx context.Context, running func(node string) bool) (led, moved int) {
+func (t *Type) HandOverAll(ctx context.Context, mayRun func(node string) bool) (led, moved int) {
 	t.mu.Lock()
 	var qs []*Queue
 	for _, q := range t.queues {
@@ -332,7 +332,7 @@ func (t *Type) HandOverAll(ctx context.Context, running func(node string) bool) 
 			return true
 		}
 		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter && string(s.ID) != t.cfg.NodeID && (running == nil || running(string(s.ID))) {
+			if s.Suffrage == raft.Voter && string(s.ID) != t.cfg.NodeID && (mayRun == nil || mayRun(string(s.ID))) {
 				return false
 			}
 		}

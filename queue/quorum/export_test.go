@@ -3,7 +3,6 @@ package quorum
 import (
 	"runtime"
 	"strconv"
-	"time"
 )
 
 // BodyCounts reports where q's replica keeps its messages' bodies: how
@@ -114,12 +113,6 @@ func InboxLen(q *Queue) int {
 func Term(q *Queue) uint64 {
 	t, _ := strconv.ParseUint(q.r.Stats()["term"], 10, 64)
 	return t
-}
-
-// SetBootstrapWait sets bootstrapWait until the returned func runs.
-func SetBootstrapWait(d time.Duration) (restore func()) {
-	old := bootstrapWait.Swap(int64(d))
-	return func() { bootstrapWait.Store(old) }
 }
 
 // LedTerm is the term in which q's replica last knew node as its leader

@@ -371,28 +371,16 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	return q, nil
 }
 
-// bootstrapWait is how long a new group's member waits for its first
-// leader to give it a configuration before it bootstraps one itself
-// (bootstrapLater): several of the first leader's elections. A var for
-// the tests (nanoseconds).
-var bootstrapWait atomic.Int64
-
-func init() { bootstrapWait.Store(int64(7500 * time.Millisecond)) }
-
 // bootstrapLater bootstraps conf on a new group's member if no leader
-// gave it a configuration within Config.BootstrapWait (bootstrapWait
-// when 0: its first leader is down, or slow), or at once when the first
+// gave it a configuration within Config.BootstrapWait (its first leader
+// is down, or slow), or at once when the first
 // leader asks (BootstrapNow: it could not open its replica). The members
 // then stand for election one at a time (cluster.Campaign, the silent
 // first leader left out), instead of after raft's timeouts (5 to 10 s in
 // a cluster).
 func (q *Queue) bootstrapLater(conf raft.Configuration) {
-	wait := q.typ.cfg.BootstrapWait
-	if wait <= 0 {
-		wait = time.Duration(bootstrapWait.Load())
-	}
 	select {
-	case <-time.After(wait):
+	case <-time.After(q.typ.cfg.BootstrapWait):
 	case <-q.bootNow:
 	case <-q.done:
 		return
@@ -414,7 +402,7 @@ func (q *Queue) bootstrapLater(conf raft.Configuration) {
 
 // BootstrapNow: the first leader of the new group gid could not open
 // its replica, and asks its members (the server, over the cluster) not
-// to wait bootstrapWait for it: this node's member bootstraps the group
+// to wait Config.BootstrapWait for it: this node's member bootstraps the group
 // now (bootstrapLater), or as soon as it opens if it has not yet. Asks
 // for groups that never open here are dropped after a minute.
 func (t *Type) BootstrapNow(gid uint64) {

@@ -51,7 +51,14 @@ func newReplicasTimeout(t *testing.T, timeout time.Duration, names ...string) *r
 }
 
 func newReplicasCommit(t *testing.T, timeout, commit time.Duration, names ...string) *replicas {
-	r := &replicas{t: t, names: names, dirs: map[string]string{}, timeout: timeout, commit: commit, types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
+	return newReplicasBoot(t, timeout, commit, 0, names...)
+}
+
+// newReplicasBoot: the types' Config.BootstrapWait is boot too (0: the
+// default).
+func newReplicasBoot(t *testing.T, timeout, commit, boot time.Duration, names ...string) *replicas {
+	r := &replicas{t: t, names: names, dirs: map[string]string{}, timeout: timeout, commit: commit, bootstrapWait: boot,
+		types: map[string]*quorum.Type{}, trans: map[string]*raft.InmemTransport{}}
 	for _, n := range names {
 		r.dirs[n] = t.TempDir()
 		r.start(n)
@@ -553,11 +560,10 @@ func TestReplicatedPeerDownStandsOnMajoritySide(t *testing.T) {
 
 // A new group whose first leader never opens its replica (its node is
 // down): the other members bootstrap the same configuration after
-// bootstrapWait and elect one of them at once (raft's timeouts are ten
+// Config.BootstrapWait and elect one of them at once (raft's timeouts are ten
 // minutes here), and the queue takes publishes.
 func TestReplicatedSilentFirstLeader(t *testing.T) {
-	defer quorum.SetBootstrapWait(200 * time.Millisecond)()
-	r := newReplicasTimeout(t, 10*time.Minute, "b", "c")
+	r := newReplicasBoot(t, 10*time.Minute, 0, 200*time.Millisecond, "b", "c")
 	p := quorum.Placement{Group: 1<<62 | 15, Members: []string{"a", "b", "c"}, Leader: "a"}
 	decl := queue.Decl{VHost: "/", Name: "sf", Durable: true}
 	qs := map[string]*quorum.Queue{}
@@ -578,12 +584,7 @@ func TestReplicatedSilentFirstLeader(t *testing.T) {
 // (ten minutes here, as raft's timeouts), whether asked after they opened
 // theirs (c) or before (b), and the queue takes publishes.
 func TestReplicatedBootstrapNow(t *testing.T) {
-	r := newReplicasTimeout(t, 10*time.Minute, "b", "c")
-	r.bootstrapWait = 10 * time.Minute
-	for _, n := range []string{"b", "c"} {
-		r.stop(n)
-		r.start(n)
-	}
+	r := newReplicasBoot(t, 10*time.Minute, 0, 10*time.Minute, "b", "c")
 	p := quorum.Placement{Group: 1<<62 | 18, Members: []string{"a", "b", "c"}, Leader: "a"}
 	decl := queue.Decl{VHost: "/", Name: "bn", Durable: true}
 	r.typ("b").BootstrapNow(p.Group)

@@ -170,6 +170,9 @@ func NewType(cfg Config) *Type {
 	if cfg.CompactIdle <= 0 {
 		cfg.CompactIdle = 2 * time.Second
 	}
+	if cfg.BootstrapWait <= 0 {
+		cfg.BootstrapWait = 7500 * time.Millisecond
+	}
 	return &Type{cfg: cfg, queues: map[uint64]*Queue{}, known: map[uint64]bool{}, byRaft: map[*raft.Raft]*Queue{}}
 }
 
