@@ -518,7 +518,13 @@ func TestPeerLost(t *testing.T) {
 	c.WaitLeader(30 * time.Second)
 	clustertest.WaitFor(t, 20*time.Second, "every node sees the three running", func() bool {
 		for i := range 3 {
-			for _, m := range c.Node(i).Members() {
+			// A node that has not got the configuration yet lists
+			// no members at all.
+			ms := c.Node(i).Members()
+			if len(ms) != 3 {
+				return false
+			}
+			for _, m := range ms {
 				if !m.Running {
 					return false
 				}

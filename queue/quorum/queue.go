@@ -327,10 +327,13 @@ func (t *Type) open(d queue.Decl, l queue.Limits, h queue.Hooks, gid uint64, fre
 	case fresh && p.Leader == t.cfg.NodeID:
 		// The other members open their replicas as they apply the
 		// queue's record: until one grants its vote, this node stands
-		// again (well before their own election timeouts).
+		// again (well before their own election timeouts). Only until
+		// the group has had a leader: a replica without one later (its
+		// leader handed over as this node stops, or died) must not
+		// stand, since a TimeoutNow deposes whoever is winning.
 		go func() {
 			for range 20 {
-				if _, id := r.LeaderWithID(); id != "" || r.State() == raft.Shutdown {
+				if _, id := r.LeaderWithID(); id != "" || q.seen.Load() != nil || r.State() == raft.Shutdown {
 					return
 				}
 				q.elect(cfg.LocalID, addr, true)
