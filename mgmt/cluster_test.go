@@ -1,13 +1,13 @@
 package mgmt_test
 
 import (
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/testaddr"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 )
@@ -15,16 +15,7 @@ import (
 // clusterAddrs returns n free loopback addresses.
 func clusterAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ln.Addr().String())
-		ln.Close()
-	}
-	return out
+	return testaddr.FreeN(t, n)
 }
 
 // In a cluster of three, /api/nodes on any node lists all three with

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/testaddr"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue/quorum"
 	"github.com/warrenmq/warren/server/internal/testhooks"
@@ -58,15 +58,7 @@ func (l *lockedBuf) Write(p []byte) (int, error) {
 // ends.
 func startReplicaCluster(t *testing.T, hooks []func(vhost, name string) error) []*replicaNode {
 	t.Helper()
-	addrs := make([]string, len(hooks))
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = ln.Addr().String()
-		ln.Close()
-	}
+	addrs := testaddr.FreeN(t, len(hooks))
 	logs := &lockedBuf{}
 	t.Cleanup(func() {
 		if t.Failed() {

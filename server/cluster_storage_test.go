@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/testaddr"
 	"github.com/warrenmq/warren/raftstore"
 	"github.com/warrenmq/warren/server"
 	"github.com/warrenmq/warren/server/servertest"
@@ -18,12 +18,7 @@ import (
 // freeClusterAddr is a loopback address nothing listens on.
 func freeClusterAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testaddr.Free(t)
 }
 
 // A node whose metadata group an earlier Warren kept in a Raft store of

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warrenmq/warren/internal/testaddr"
 	"github.com/warrenmq/warren/server"
 )
 
@@ -88,14 +89,7 @@ func (b *childBroker) stop() {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return testaddr.Free(t) }
 
 // crashLedger is what the clients know for sure before the crash.
 type crashLedger struct {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/conformance"
+	"github.com/warrenmq/warren/internal/testaddr"
 )
 
 // logLines is a writer that hands each complete line to a channel.
@@ -580,12 +581,7 @@ func TestEnvironmentOrigins(t *testing.T) {
 // environment) the broker starts a cluster node of one and logs its
 // membership.
 func TestClusterNode(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // the cluster listener takes a fixed port: others dial it
+	addr := testaddr.Free(t) // the cluster listener takes a fixed port: others dial it
 	t.Setenv("WARREN_CLUSTER_SECRET", "env-cluster-secret")
 	logs := newLogLines()
 	ctx, cancel := context.WithCancel(context.Background())

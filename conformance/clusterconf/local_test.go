@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/internal/testaddr"
 )
 
 // The default run: a local 3-node Warren cluster (this test binary
@@ -165,24 +167,7 @@ func target(t *testing.T) (*Cluster, map[string][]string, func(clusterCase) stri
 	}
 }
 
-// handedOut are the addresses freeAddr gave: the OS may hand a port
-// closed a moment ago out again, and a node's management listener once
-// got another node's cluster port (CI: "address already in use").
-var handedOut = map[string]bool{}
-
 // freeAddr is a free port on 127.0.0.1 that this process was not given
-// before.
-func freeAddr(t *testing.T) string {
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := l.Addr().String()
-		l.Close()
-		if !handedOut[a] {
-			handedOut[a] = true
-			return a
-		}
-	}
-}
+// before (a node's management listener once got another node's cluster
+// port: CI's "address already in use").
+func freeAddr(t *testing.T) string { return testaddr.Free(t) }

@@ -21,6 +21,7 @@ import (
 	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/internal/amqpopen"
 	"github.com/warrenmq/warren/internal/jepsen"
+	"github.com/warrenmq/warren/internal/testaddr"
 	"github.com/warrenmq/warren/mgmt"
 	"github.com/warrenmq/warren/server"
 )
@@ -103,37 +104,9 @@ type procCluster struct {
 	net   *jepsen.Netns // nil: every node on 127.0.0.1
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// handedOut are the addresses uniqueAddr gave, in this process: the
-// clusters of tests that run in parallel get ports of their own.
-var handedOut struct {
-	sync.Mutex
-	addrs map[string]bool
-}
-
 // uniqueAddr is a free port on 127.0.0.1 that no cluster of this process
-// was given before (the OS may hand a closed port out again).
-func uniqueAddr(t *testing.T) string {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.addrs == nil {
-		handedOut.addrs = map[string]bool{}
-	}
-	for {
-		if a := freeAddr(t); !handedOut.addrs[a] {
-			handedOut.addrs[a] = true
-			return a
-		}
-	}
-}
+// was given before.
+func uniqueAddr(t *testing.T) string { return testaddr.Free(t) }
 
 // newCluster starts n nodes on 127.0.0.1 with the same seeds, at once.
 func newCluster(t *testing.T, n int) *procCluster { return startCluster(t, n, nil) }

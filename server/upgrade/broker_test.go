@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/internal/testaddr"
 )
 
 // Time bounds of the steps that wait on a process or a build.
@@ -198,12 +200,7 @@ func startBroker(t *testing.T, name, bin, data, logPath string) *broker {
 // freeAddr is a loopback address whose port was free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testaddr.Free(t)
 }
 
 func (b *broker) url() string { return "amqp://guest:guest@" + b.addr + "/" }
