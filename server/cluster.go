@@ -181,6 +181,9 @@ func (s *Server) peerRestarted(node string) {
 	s.upAgainMu.Unlock()
 	s.remote.setDown(node, true)
 	s.home.peerDown(node)
+	if s.quorum != nil {
+		s.quorum.NodeRestarted(node)
+	}
 	select {
 	case s.restarted <- struct{}{}:
 	default:

@@ -2,6 +2,8 @@ package server
 
 import (
 	"slices"
+
+	"github.com/warrenmq/warren/queue/quorum"
 )
 
 // Features: what a node's build applies that earlier builds did not,
@@ -9,15 +11,15 @@ import (
 // features in its node.started command (earlier builds name none), the
 // metadata group keeps them by node (and in its snapshots), and a
 // quorum queue turns a feature on only once every member of its group
-// has it (quorum.Config.FifoRules): during a rolling upgrade the old
+// has it (quorum.Config.Features): during a rolling upgrade the old
 // members would apply the log otherwise.
 
 // featureFifoRules: quorum queues' rabbit_fifo length limits and
 // exclusive flag (quorum's fifoRules).
-const featureFifoRules = "quorum.fifo-rules"
+const featureFifoRules = quorum.FeatureFifoRules
 
 // nodeFeatures are this build's features.
-var nodeFeatures = []string{featureFifoRules}
+var nodeFeatures = []string{featureFifoRules, quorum.FeatureKeepOnLeave}
 
 // setFeatures records node's features, from its node.started command
 // (FSM goroutine). A change makes this node's quorum groups propose their

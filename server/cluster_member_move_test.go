@@ -438,3 +438,160 @@ func TestQuorumStandInConsumerFollowsToRunningMember(t *testing.T) {
 	}
 	t.Logf("%d confirmed, %d delivered", len(confirmed), len(got))
 }
+
+// delete_member of the node a consumer's replica is on leaves that
+// consumer what it was delivered, as RabbitMQ does: nothing it holds
+// unacknowledged is delivered again, to it or to another consumer; its
+// acknowledgements after the move settle those messages, and what it
+// still holds when its node restarts comes back then, redelivered.
+func TestQuorumDeleteMemberKeepsDeliveries(t *testing.T) {
+	const qname = "keep"
+	nodes := startReplicaCluster(t, []func(string, string) error{nil, nil, nil})
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	channel := func(n *replicaNode) *amqp091.Channel {
+		c, err := amqp091.Dial(n.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	pub := channel(n1)
+	if _, err := pub.QueueDeclare(qname, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(bodies ...string) {
+		t.Helper()
+		for _, b := range bodies {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, "", qname, false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(b)})
+			if err == nil {
+				var ok bool
+				if ok, err = dc.WaitContext(ctx); err == nil && !ok {
+					err = errors.New("nacked")
+				}
+			}
+			cancel()
+			if err != nil {
+				t.Fatalf("publish %s: %v", b, err)
+			}
+		}
+	}
+	waitFor(t, 10*time.Second, "a replica on n3", func() bool {
+		_, ok := localQueue(n3.srv, qname).(*quorum.Queue)
+		return ok
+	})
+	type got struct {
+		d    amqp091.Delivery
+		from string
+	}
+	deliveries := make(chan got, 100)
+	consume := func(n *replicaNode, tag string) {
+		ch := channel(n)
+		if err := ch.Qos(10, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := ch.Consume(qname, tag, false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for d := range ds {
+				deliveries <- got{d, tag}
+			}
+		}()
+	}
+	next := func(what string) got {
+		t.Helper()
+		select {
+		case g := <-deliveries:
+			return g
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no delivery within 20s: %s", what)
+		}
+		return got{}
+	}
+	consume(n3, "on-n3")
+	publish("m0", "m1", "m2", "m3", "m4")
+	held := map[string]amqp091.Delivery{}
+	for range 5 {
+		g := next("m0 to m4 on n3")
+		held[string(g.d.Body)] = g.d
+	}
+	consume(n2, "on-n2")
+
+	var err error
+	waitFor(t, 10*time.Second, "delete_member n3", func() bool {
+		err = n1.srv.DeleteQuorumMember("/", qname, "n3")
+		return !errors.Is(err, ErrNodeNotRunning)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "a stand-in on n3", func() bool {
+		_, ok := localQueue(n3.srv, qname).(*remoteQueue)
+		return ok
+	})
+
+	// What comes next goes to the two consumers; nothing n3's holds
+	// comes again.
+	publish("m5", "m6", "m7", "m8", "m9")
+	for range 5 {
+		g := next("m5 to m9")
+		if g.d.Redelivered || held[string(g.d.Body)].Body != nil {
+			t.Fatalf("%s got %s (redelivered %v) after n3's replica went: n3's consumer holds m0 to m4", g.from, g.d.Body, g.d.Redelivered)
+		}
+		if err := g.d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []string{"m0", "m1", "m2"} {
+		if err := held[b].Ack(false); err != nil {
+			t.Fatalf("ack %s on n3 after the move: %v", b, err)
+		}
+	}
+	leader := func() *quorum.Queue {
+		for _, n := range nodes {
+			if q, ok := localQueue(n.srv, qname).(*quorum.Queue); ok && q.Leads() {
+				return q
+			}
+		}
+		return nil
+	}
+	var lq *quorum.Queue
+	waitFor(t, 20*time.Second, "n3's acks of m0 to m2 applied by the leader", func() bool {
+		lq = leader()
+		if lq == nil {
+			return false
+		}
+		st := lq.Stats()
+		return st.Ready == 0 && st.Unacked == 2
+	})
+
+	// n3 restarts (as its peers see it): m3 and m4, still held by its
+	// consumer of before, come back.
+	for _, n := range []*replicaNode{n1, n2} {
+		if q, ok := localQueue(n.srv, qname).(*quorum.Queue); ok && q == lq {
+			n.srv.peerRestarted("n3")
+		}
+	}
+	again := map[string]bool{}
+	for range 2 {
+		g := next("m3 and m4 again")
+		if !g.d.Redelivered || (string(g.d.Body) != "m3" && string(g.d.Body) != "m4") {
+			t.Fatalf("%s got %s (redelivered %v), want m3 or m4 redelivered", g.from, g.d.Body, g.d.Redelivered)
+		}
+		again[string(g.d.Body)] = true
+		g.d.Ack(false)
+	}
+	if len(again) != 2 {
+		t.Fatalf("redelivered %v, want m3 and m4", again)
+	}
+}

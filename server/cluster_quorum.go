@@ -74,7 +74,7 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 	c.Timeout = 5 * time.Second
 	c.CommitTimeout = 2 * time.Second
 	c.BootstrapWait = quorumBootstrapWait
-	c.FifoRules = func(members []string) bool { return s.meta.hasFeature(featureFifoRules, members) }
+	c.Features = func(f string, members []string) bool { return s.meta.hasFeature(f, members) }
 	// When a node dies, every group it was a member of fails to reach
 	// it: one rate-limited warning, not an error per group and retry.
 	c.RaftLogger = cluster.NewRaftLogger(s.log, hclog.Error).Named("quorum")

@@ -393,17 +393,23 @@ func (q *Queue) awaitOtherLeader(ctx context.Context) bool {
 // and deletes its data; its consumers are returned for their channels to
 // move them to the queue as served now (or to tell their clients).
 //
-// Their consumers are detached in the group: what they had checked out
-// goes back to the queue, redelivered. That includes what the leader
-// checked out to them in entries this replica, no longer sent any, never
-// applied: delivered to no channel, it would stay out for good. What
-// their channels hold unsettled comes again too (at least once); a
-// settlement of it still reaches the group after the replica stopped
-// (Settle forwards it to a member) and ends the message if nobody took
-// it meanwhile. It returns at once: what the replica's proposer still
-// holds, those cancels included, is sent to the group's leader (a publish
-// routed here just before is confirmed, not failed) before the replica
-// stops and its data goes, on a goroutine.
+// Their consumers keep what their channels were handed, as RabbitMQ's
+// do when a member is deleted (their channels do not depend on it): an
+// opLeave per consumer cancels it in the group, keeping those messages
+// checked out to it until its channel settles them (Settle forwards to a
+// member after the replica stopped) or its node is found down or
+// restarts. The rest goes back, redelivered: what it holds refused, and
+// what the leader checked out to it in entries this replica, no longer
+// sent any, never applied (delivered to no channel, it would stay out for
+// good). A group whose members lack FeatureKeepOnLeave detaches them
+// instead (opDetach): everything goes back, redelivered, and what their
+// channels hold comes again (at least once); a settlement of it still
+// ends the message if nobody took it meanwhile.
+//
+// It returns at once: what the replica's proposer still holds, those
+// commands included, is sent to the group's leader (a publish routed
+// here just before is confirmed, not failed) before the replica stops
+// and its data goes, on a goroutine.
 func (q *Queue) Leave() []queue.ConsumerRef {
 	q.mu.Lock()
 	if q.deleted {
@@ -411,10 +417,29 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 		return nil
 	}
 	q.deleted = true
+	keep := q.membersHave(FeatureKeepOnLeave)
 	var refs []queue.ConsumerRef
 	for key, lc := range q.consumers {
 		refs = append(refs, queue.ConsumerRef{Tag: lc.tag, Consumer: lc.c})
-		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+		if !keep {
+			q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+			continue
+		}
+		// What this replica checked out to the consumer and handed to
+		// it: every message the consumer owns here but those it holds
+		// refused (never handed over). What the leader checked out to it
+		// in entries not applied here goes back too.
+		refused := make(map[uint64]bool, len(lc.held))
+		for _, h := range lc.held {
+			refused[h.m.id] = true
+		}
+		var ids []uint64
+		for _, m := range q.m.ownedBy(key) {
+			if !refused[m.id] {
+				ids = append(ids, m.id)
+			}
+		}
+		q.propose(opLeave, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
 	}
 	q.consumers = map[uint64]*local{}
 	q.mu.Unlock()
@@ -523,6 +548,43 @@ func (q *Queue) settleLeft(op uint8, ids []uint64) {
 			q.typ.logErr(err, fmt.Sprintf("quorum queue %q: a settlement after this replica left its group was not taken", q.decl.Name))
 		}
 	}()
+}
+
+// NodeRestarted: node runs a new process (cluster.Options.PeerRestarted),
+// perhaps too fast for this node to see it down. A member's replica
+// resets its node's consumers as it opens (opResetNode2); a node that
+// left a group has none there to, so every group this node leads detaches
+// the consumers a node not among its voters still has (those a replica
+// leaving let keep their deliveries: opLeave), giving back what they
+// held, redelivered. It does not block.
+func (t *Type) NodeRestarted(node string) {
+	for _, q := range t.replicated() {
+		if q.r.State() != raft.Leader || q.hasVoter(node) {
+			continue
+		}
+		var keys []uint64
+		q.mu.Lock()
+		for _, c := range q.m.consumers {
+			if c.node == node {
+				keys = append(keys, c.key)
+			}
+		}
+		q.mu.Unlock()
+		for _, key := range keys {
+			q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+		}
+	}
+}
+
+// hasVoter reports whether node is a voter of the group's configuration.
+func (q *Queue) hasVoter(node string) bool {
+	f := q.r.GetConfiguration()
+	if f.Error() != nil {
+		return true // not known: leave it be
+	}
+	return slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool {
+		return s.Suffrage == raft.Voter && string(s.ID) == node
+	})
 }
 
 // PeerLost: node's process is gone (cluster.Options.PeerLost). Every

@@ -55,6 +55,16 @@ const (
 	// it goes once it holds nothing. (opDetach, a consumer that is gone,
 	// gives back what it held.)
 	opCancel = 18
+	// opLeave: consumer key, ids: the consumer's node left the group
+	// (delete_member) and serves the queue through another member now.
+	// The consumer takes nothing more; it keeps the ids listed, those
+	// its replica handed to its channel (settled through another member
+	// since), as a cancelled one does, and gives back the rest as a
+	// detach does (counted: newer messages may have gone out meanwhile,
+	// and a client sees a message out of order only if redelivered).
+	// Its node found down or restarted detaches it as any other
+	// (FeatureKeepOnLeave).
+	opLeave = 19
 )
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

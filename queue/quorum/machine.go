@@ -330,6 +330,32 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			}
 		}
 		res(result{})
+	case opLeave:
+		key, ids := d.u64(), d.ids()
+		if d.err != nil {
+			return
+		}
+		c := s.consumer(key)
+		if c == nil {
+			res(result{})
+			return
+		}
+		keep := make(map[uint64]bool, len(ids)) // looked up only
+		for _, id := range ids {
+			keep[id] = true
+		}
+		for _, m := range s.ownedBy(key) {
+			if !keep[m.id] {
+				s.release(m)
+				s.giveBack(m, fx)
+			}
+		}
+		if c.out <= 0 {
+			s.detach(key, fx)
+		} else {
+			c.cancelled = true
+		}
+		res(result{})
 	case opSettle, opReturn, opReturnLast, opDiscard:
 		ids := d.ids()
 		for _, id := range ids {

@@ -46,6 +46,8 @@ func randomLog(seed uint64, n int) []entry {
 				op = opEnqueue
 			} else if r.IntN(12) == 0 {
 				op = opCancel
+			} else if r.IntN(20) == 0 {
+				op = opLeave
 			}
 			seq := seqs[pid] + 1
 			seqs[pid] = seq
@@ -76,7 +78,7 @@ func randomLog(seed uint64, n int) []entry {
 				e.u64(uint64(1 + r.IntN(4)))
 			case opSettle, opReturn, opDiscard:
 				e.ids(randIDs())
-			case opUnassign:
+			case opUnassign, opLeave:
 				e.u64(uint64(1 + r.IntN(4)))
 				e.ids(randIDs())
 			case opGet:
@@ -221,6 +223,62 @@ func idsCmd(op uint8, seq uint64, ids ...uint64) func(e *encoder) {
 		e.u64(seq)
 		e.ids(ids)
 	}
+}
+
+// A consumer whose replica left the group (opLeave) keeps the ids its
+// replica handed to its channel, as a cancelled consumer, and goes once
+// they are settled; the rest goes back as a detach gives it back
+// (redelivered, ahead of the messages never delivered). One left holding
+// nothing goes at once; a key the group does not have is nothing.
+func TestMachineLeaveKeepsWhatWasHandedOver(t *testing.T) {
+	s := newMachine(configFor(queue.Limits{MaxLength: -1, MaxLengthBytes: -1}, true))
+	fx := &effects{}
+	s.apply(1, batchOf(7, attachCmd(1, 11, 3), enqueueCmd(2, "m1"), enqueueCmd(3, "m2"), enqueueCmd(4, "m3"), enqueueCmd(5, "m4")), nil, fx)
+	if len(fx.deliver) != 3 || s.readyN != 1 {
+		t.Fatalf("%d deliveries, %d ready; want 3 and m4", len(fx.deliver), s.readyN)
+	}
+	m1, m2, m3 := fx.deliver[0].m.id, fx.deliver[1].m.id, fx.deliver[2].m.id
+	leave := func(seq, key uint64, ids ...uint64) func(e *encoder) {
+		return func(e *encoder) {
+			e.u8(opLeave)
+			e.u64(seq)
+			e.u64(key)
+			e.ids(ids)
+		}
+	}
+	fx = &effects{}
+	s.apply(2, batchOf(7, leave(6, 11, m1), leave(7, 99, m2)), nil, fx)
+	if c := s.consumer(11); c == nil || !c.cancelled || c.out != 1 || s.out[m1] == nil {
+		t.Fatalf("after the leave: consumer %+v, m1 out %v; want it cancelled holding m1", c, s.out[m1] != nil)
+	}
+	if got := readyBodies(s); !slices.Equal(got, []string{"m2", "m3", "m4"}) {
+		t.Fatalf("ready after the leave: %v, want m2 m3 m4", got)
+	}
+	if s.out[m2] != nil || s.out[m3] != nil {
+		t.Fatal("m2 and m3 still checked out after the leave")
+	}
+	checkInvariants(t, s)
+	fx = &effects{}
+	s.apply(3, batchOf(8, attachCmd(1, 12, 10)), nil, fx)
+	if len(fx.deliver) != 3 || fx.deliver[0].m.id != m2 || fx.deliver[1].m.id != m3 {
+		t.Fatalf("the next consumer got %+v, want m2, m3 and m4", fx.deliver)
+	}
+	for i, d := range fx.deliver {
+		if want := i < 2; d.e.Redelivered != want {
+			t.Fatalf("%d delivered with redelivered %v, want %v (given back by the leave: %v)", d.m.id, d.e.Redelivered, want, want)
+		}
+	}
+	s.apply(4, batchOf(9, idsCmd(opSettle, 1, m1)), nil, &effects{})
+	if s.consumer(11) != nil || s.out[m1] != nil {
+		t.Fatal("the left consumer stays after its last message was settled")
+	}
+	checkInvariants(t, s)
+	// Left holding nothing: gone at once.
+	s.apply(5, batchOf(9, attachCmd(2, 13, 0), leave(3, 13)), nil, &effects{})
+	if s.consumer(13) != nil {
+		t.Fatal("a consumer left holding nothing stays")
+	}
+	checkInvariants(t, s)
 }
 
 // basic.cancel (opCancel), as RabbitMQ 3.10's quorum queues: the

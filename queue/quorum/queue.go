@@ -456,15 +456,32 @@ func (q *Queue) proposeConfig(l queue.Limits) {
 
 // fifoRules reports whether the queue's configs select fifoRules: a
 // one-voter group's always; a replicated group's once every member runs
-// a build that applies them (Config.FifoRules), since every replica must
+// a build that applies them (Config.Features), since every replica must
 // apply the log alike (an earlier build takes the bit for another
 // x-overflow).
 func (q *Queue) fifoRules() bool {
-	return q.place == nil || q.typ.cfg.FifoRules == nil || q.typ.cfg.FifoRules(q.place.Members)
+	return q.membersHave(FeatureFifoRules)
+}
+
+// Features a replicated group uses only once every member has them
+// (Config.Features).
+const (
+	// FeatureFifoRules: rabbit_fifo's length limits and exclusive flag
+	// (config's fifoRules bit).
+	FeatureFifoRules = "quorum.fifo-rules"
+	// FeatureKeepOnLeave: a replica that leaves its group lets its
+	// consumers keep what they were delivered (opLeave).
+	FeatureKeepOnLeave = "quorum.keep-on-leave"
+)
+
+// membersHave reports whether every member of the queue's group has
+// feature: a one-voter group's always.
+func (q *Queue) membersHave(feature string) bool {
+	return q.place == nil || q.typ.cfg.Features == nil || q.typ.cfg.Features(feature, q.place.Members)
 }
 
 // RefreshConfig proposes the queue's config again if this replica leads
-// its group: Config.FifoRules may say yes now.
+// its group: Config.Features may say yes now.
 func (q *Queue) RefreshConfig() {
 	if !q.Leads() {
 		return

@@ -33,8 +33,10 @@ type replicas struct {
 	mu    sync.Mutex
 	types map[string]*quorum.Type
 	trans map[string]*raft.InmemTransport
-	// fifo is the types' Config.FifoRules (nil: yes).
+	// fifo is the types' Config.Features for FeatureFifoRules (nil: yes).
 	fifo func(members []string) bool
+	// noKeepOnLeave: the types' members lack FeatureKeepOnLeave.
+	noKeepOnLeave bool
 	// hung: entries forwarded to these nodes wait for their context to
 	// end, whose error goes to hungErr.
 	hung    map[string]bool
@@ -75,11 +77,17 @@ func newReplicasBoot(t *testing.T, timeout, commit, boot time.Duration, names ..
 func (r *replicas) start(n string) {
 	typ := quorum.NewType(quorum.Config{
 		Dir: r.dirs[n], NodeID: n, Timeout: r.timeout, CommitTimeout: r.commit, BootstrapWait: r.bootstrapWait, SnapshotThreshold: 32, NoSync: true,
-		FifoRules: func(members []string) bool {
+		Features: func(feature string, members []string) bool {
 			r.mu.Lock()
-			f := r.fifo
+			f, keep := r.fifo, r.noKeepOnLeave
 			r.mu.Unlock()
-			return f == nil || f(members)
+			switch feature {
+			case quorum.FeatureFifoRules:
+				return f == nil || f(members)
+			case quorum.FeatureKeepOnLeave:
+				return !keep
+			}
+			return true
 		},
 		Log: func(err error, msg string) { r.t.Logf("%s: %s: %v", n, msg, err) },
 		Transport: func(uint64) (raft.ServerAddress, raft.Transport, error) {
@@ -786,13 +794,74 @@ func TestReplicatedLeaderCounts(t *testing.T) {
 	waitUntil(t, "b's counts", func() bool { m, c := qs["b"].Counts(); return m == 2 && c == 1 })
 }
 
-// A replica that leaves its group detaches its consumers there: what
-// they had checked out comes back, redelivered, for the others. A
-// settlement of one of their deliveries after the replica stopped still
-// reaches the group (forwarded to a member) and ends the message, even
-// though another consumer has it now.
-func TestReplicatedLeaveDetachesAndForwardsSettles(t *testing.T) {
+// A replica that leaves its group (delete_member) lets its consumers
+// keep what their channels were handed, as RabbitMQ's do: the group
+// holds it checked out, and another consumer gets only what comes after.
+// Their settlements after the replica stopped reach the group (forwarded
+// to a member): an ack ends a message, a requeue gives it back; what is
+// still held when the consumers' node restarts comes back then.
+func TestReplicatedLeaveKeepsDeliveries(t *testing.T) {
 	r, p, _, qs := newGroup(t, 13, "ls")
+	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
+	for i := range 3 {
+		publishWait(t, qs["a"], fmt.Sprint("m", i))
+	}
+	onC := queuetest.NewRecorder(100, false)
+	if err := qs["c"].AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: onC, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "3 delivered on c", func() bool { return onC.Len() == 3 })
+	held := onC.Take()
+
+	if _, err := r.typ("a").ChangeMember(p.Group, false, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	if refs := qs["c"].Leave(); len(refs) != 1 || refs[0].Tag != "c" {
+		t.Fatalf("Leave returned %+v, want c's consumer to move", refs)
+	}
+	waitUntil(t, "c stopped", func() bool { return qs["c"].Replica().State == "Shutdown" })
+	onA := queuetest.NewRecorder(100, false)
+	if err := qs["a"].AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: onA, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	publishWait(t, qs["a"], "m3")
+	waitUntil(t, "m3 delivered on a", func() bool { return onA.Len() == 1 })
+	if got := queuetest.Bodies(onA.Take()); !slices.Equal(got, []string{"m3"}) {
+		t.Fatalf("a's consumer got %v, want m3 alone: c's consumer keeps m0 to m2", got)
+	}
+	if st := qs["a"].Stats(); st.Ready != 0 || st.Unacked != 4 {
+		t.Fatalf("on a: %d ready, %d unacked; want 0 and 4", st.Ready, st.Unacked)
+	}
+
+	qs["c"].Settle(held[:1], queue.Ack)
+	waitUntil(t, "c's ack of m0 applied on a", func() bool { return qs["a"].Stats().Unacked == 3 })
+	qs["c"].Settle(held[1:2], queue.Requeue)
+	waitUntil(t, "m1, requeued by c, redelivered on a", func() bool { return onA.Len() == 1 })
+	if e := onA.Take()[0]; string(e.Msg.Body) != "m1" || !e.Redelivered {
+		t.Fatalf("after c's requeue a got %q redelivered=%v, want m1 redelivered", e.Msg.Body, e.Redelivered)
+	}
+
+	// c's node restarts: m2, still held by its old consumer, comes back.
+	r.typ("a").NodeRestarted("c")
+	waitUntil(t, "m2 redelivered on a", func() bool { return onA.Len() == 1 })
+	if e := onA.Take()[0]; string(e.Msg.Body) != "m2" || !e.Redelivered {
+		t.Fatalf("after c's restart a got %q redelivered=%v, want m2 redelivered", e.Msg.Body, e.Redelivered)
+	}
+	if hs := qs["a"].ConsumerHolds(); len(hs) != 1 || hs[0].Node != "a" {
+		t.Fatalf("consumers on a: %+v, want a's alone", hs)
+	}
+}
+
+// Members that lack FeatureKeepOnLeave (a rolling upgrade) apply no
+// opLeave: a replica that leaves detaches its consumers, and what they
+// held comes back, redelivered, for the others. A settlement of one of
+// their deliveries after the replica stopped still reaches the group and
+// ends the message, even though another consumer has it now.
+func TestReplicatedLeaveWithoutKeepOnLeaveDetaches(t *testing.T) {
+	r, p, _, qs := newGroup(t, 13, "ls")
+	r.mu.Lock()
+	r.noKeepOnLeave = true
+	r.mu.Unlock()
 	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
 	for i := range 3 {
 		publishWait(t, qs["a"], fmt.Sprint("m", i))
@@ -825,7 +894,7 @@ func TestReplicatedLeaveDetachesAndForwardsSettles(t *testing.T) {
 }
 
 // A replicated group's configs select fifoRules only once every member
-// runs a build that applies them (Config.FifoRules): until then the
+// runs a build that applies them (Config.Features): until then the
 // queue keeps the rules of before (reject-publish refuses at the limit),
 // which an earlier build's members apply alike; a config proposed again
 // then turns them on (the message that goes over the limit is taken, the

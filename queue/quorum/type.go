@@ -58,9 +58,12 @@ type Config struct {
 	// Addr is a cluster member's address in the groups' transports (a
 	// replicated queue's members).
 	Addr func(node string) (raft.ServerAddress, bool)
-	// FifoRules reports whether every one of a replicated group's members
-	// runs a build that applies fifoRules (machine.go); nil: yes.
-	FifoRules func(members []string) bool
+	// Features reports whether every one of a replicated group's members
+	// runs a build that has feature (FeatureFifoRules, FeatureKeepOnLeave):
+	// every replica must apply the group's log alike, so a feature whose
+	// commands or rules an earlier build lacks waits for them all; nil:
+	// every member has every feature.
+	Features func(feature string, members []string) bool
 	// Forward sends an entry to the group's leader on node, which applies
 	// it (Type.Forwarded there); nil: entries are proposed here only.
 	Forward func(ctx context.Context, node string, group uint64, data []byte) ([]byte, error)
