@@ -559,7 +559,7 @@ func (q *Queue) settleLeft(op uint8, ids []uint64) {
 // held, redelivered. It does not block.
 func (t *Type) NodeRestarted(node string) {
 	for _, q := range t.replicated() {
-		if q.r.State() != raft.Leader || q.hasVoter(node) {
+		if q.r.State() != raft.Leader {
 			continue
 		}
 		var keys []uint64
@@ -570,6 +570,9 @@ func (t *Type) NodeRestarted(node string) {
 			}
 		}
 		q.mu.Unlock()
+		if len(keys) == 0 || q.hasVoter(node) {
+			continue
+		}
 		for _, key := range keys {
 			q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
 		}
