@@ -324,18 +324,7 @@ func TestQuorumStandInConsumerFollowsToRunningMember(t *testing.T) {
 	startGrace = time.Second
 	t.Cleanup(func() { startGrace = old }) // after the nodes stop
 	nodes := startReplicaCluster(t, []func(string, string) error{nil, nil, nil, nil})
-	dial := func(n *replicaNode) *amqp091.Channel {
-		c, err := amqp091.Dial(n.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		ch, err := c.Channel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ch
-	}
+	dial := func(n *replicaNode) *amqp091.Channel { return n.channel(t) }
 	ch1 := dial(nodes[0])
 	args := amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int32(3)}
 	if _, err := ch1.QueueDeclare(qname, true, false, false, false, args); err != nil {
@@ -448,19 +437,7 @@ func TestQuorumDeleteMemberKeepsDeliveries(t *testing.T) {
 	const qname = "keep"
 	nodes := startReplicaCluster(t, []func(string, string) error{nil, nil, nil})
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	channel := func(n *replicaNode) *amqp091.Channel {
-		c, err := amqp091.Dial(n.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		ch, err := c.Channel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ch
-	}
-	pub := channel(n1)
+	pub := n1.channel(t)
 	if _, err := pub.QueueDeclare(qname, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +471,7 @@ func TestQuorumDeleteMemberKeepsDeliveries(t *testing.T) {
 	}
 	deliveries := make(chan got, 100)
 	consume := func(n *replicaNode, tag string) {
-		ch := channel(n)
+		ch := n.channel(t)
 		if err := ch.Qos(10, 0, false); err != nil {
 			t.Fatal(err)
 		}

@@ -40,6 +40,22 @@ func (n *replicaNode) stop(t *testing.T) {
 	n.cancel = nil
 }
 
+// channel opens a channel on a connection of its own to n, closed when
+// the test ends.
+func (n *replicaNode) channel(t *testing.T) *amqp091.Channel {
+	t.Helper()
+	c, err := amqp091.Dial(n.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
 // lockedBuf collects the nodes' logs, shown only when the test fails.
 type lockedBuf struct {
 	mu sync.Mutex

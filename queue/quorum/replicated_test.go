@@ -801,24 +801,7 @@ func TestReplicatedLeaderCounts(t *testing.T) {
 // to a member): an ack ends a message, a requeue gives it back; what is
 // still held when the consumers' node restarts comes back then.
 func TestReplicatedLeaveKeepsDeliveries(t *testing.T) {
-	r, p, _, qs := newGroup(t, 13, "ls")
-	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
-	for i := range 3 {
-		publishWait(t, qs["a"], fmt.Sprint("m", i))
-	}
-	onC := queuetest.NewRecorder(100, false)
-	if err := qs["c"].AddConsumer(queue.ConsumeOptions{Tag: "c", Consumer: onC, Prefetch: 100}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "3 delivered on c", func() bool { return onC.Len() == 3 })
-	held := onC.Take()
-
-	if _, err := r.typ("a").ChangeMember(p.Group, false, "c", ""); err != nil {
-		t.Fatal(err)
-	}
-	if refs := qs["c"].Leave(); len(refs) != 1 || refs[0].Tag != "c" {
-		t.Fatalf("Leave returned %+v, want c's consumer to move", refs)
-	}
+	r, qs, held := leaveHolding(t, false)
 	waitUntil(t, "c stopped", func() bool { return qs["c"].Replica().State == "Shutdown" })
 	onA := queuetest.NewRecorder(100, false)
 	if err := qs["a"].AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: onA, Prefetch: 100}); err != nil {
@@ -852,15 +835,15 @@ func TestReplicatedLeaveKeepsDeliveries(t *testing.T) {
 	}
 }
 
-// Members that lack FeatureKeepOnLeave (a rolling upgrade) apply no
-// opLeave: a replica that leaves detaches its consumers, and what they
-// held comes back, redelivered, for the others. A settlement of one of
-// their deliveries after the replica stopped still reaches the group and
-// ends the message, even though another consumer has it now.
-func TestReplicatedLeaveWithoutKeepOnLeaveDetaches(t *testing.T) {
+// leaveHolding starts group a, b, c (a leads), delivers m0 to m2 to a
+// consumer on c that holds them, removes c from the group and has its
+// replica leave; it returns what c's consumer holds. noKeep: the members
+// lack FeatureKeepOnLeave.
+func leaveHolding(t *testing.T, noKeep bool) (*replicas, map[string]*quorum.Queue, []queue.Entry) {
+	t.Helper()
 	r, p, _, qs := newGroup(t, 13, "ls")
 	r.mu.Lock()
-	r.noKeepOnLeave = true
+	r.noKeepOnLeave = noKeep
 	r.mu.Unlock()
 	waitUntil(t, "a leads", func() bool { return qs["a"].Leads() })
 	for i := range 3 {
@@ -872,11 +855,22 @@ func TestReplicatedLeaveWithoutKeepOnLeaveDetaches(t *testing.T) {
 	}
 	waitUntil(t, "3 delivered on c", func() bool { return onC.Len() == 3 })
 	held := onC.Take()
-
 	if _, err := r.typ("a").ChangeMember(p.Group, false, "c", ""); err != nil {
 		t.Fatal(err)
 	}
-	qs["c"].Leave()
+	if refs := qs["c"].Leave(); len(refs) != 1 || refs[0].Tag != "c" {
+		t.Fatalf("Leave returned %+v, want c's consumer to move", refs)
+	}
+	return r, qs, held
+}
+
+// Members that lack FeatureKeepOnLeave (a rolling upgrade) apply no
+// opLeave: a replica that leaves detaches its consumers, and what they
+// held comes back, redelivered, for the others. A settlement of one of
+// their deliveries after the replica stopped still reaches the group and
+// ends the message, even though another consumer has it now.
+func TestReplicatedLeaveWithoutKeepOnLeaveDetaches(t *testing.T) {
+	_, qs, held := leaveHolding(t, true)
 	waitUntil(t, "c's checkouts back on a", func() bool { st := qs["a"].Stats(); return st.Ready == 3 && st.Unacked == 0 })
 	onA := queuetest.NewRecorder(100, false)
 	if err := qs["a"].AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: onA, Prefetch: 100}); err != nil {
