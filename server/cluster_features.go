@@ -14,12 +14,8 @@ import (
 // has it (quorum.Config.Features): during a rolling upgrade the old
 // members would apply the log otherwise.
 
-// featureFifoRules: quorum queues' rabbit_fifo length limits and
-// exclusive flag (quorum's fifoRules).
-const featureFifoRules = quorum.FeatureFifoRules
-
 // nodeFeatures are this build's features.
-var nodeFeatures = []string{featureFifoRules, quorum.FeatureKeepOnLeave}
+var nodeFeatures = []string{quorum.FeatureFifoRules, quorum.FeatureKeepOnLeave}
 
 // setFeatures records node's features, from its node.started command
 // (FSM goroutine). A change makes this node's quorum groups propose their

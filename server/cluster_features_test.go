@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/queue/quorum"
 )
 
 // Every node of a cluster learns the others' features from their
@@ -21,7 +23,7 @@ func TestClusterFeaturesTurnFifoRulesOn(t *testing.T) {
 	all := []string{"n1", "n2", "n3"}
 	waitFor(t, 10*time.Second, "every node knows every node's features", func() bool {
 		for _, n := range nodes {
-			if !n.srv.meta.hasFeature(featureFifoRules, all) {
+			if !n.srv.meta.hasFeature(quorum.FeatureFifoRules, all) {
 				return false
 			}
 		}
@@ -70,7 +72,7 @@ func TestAddMemberRefusesNodeWithoutTheMembersFeatures(t *testing.T) {
 	nodes := startReplicaCluster(t, []func(string, string) error{nil, nil, nil})
 	all := []string{"n1", "n2", "n3"}
 	waitFor(t, 10*time.Second, "every node knows every node's features", func() bool {
-		return nodes[0].srv.meta.hasFeature(featureFifoRules, all)
+		return nodes[0].srv.meta.hasFeature(quorum.FeatureFifoRules, all)
 	})
 	c, err := amqp091.Dial(nodes[0].url)
 	if err != nil {
@@ -101,8 +103,8 @@ func TestAddMemberRefusesNodeWithoutTheMembersFeatures(t *testing.T) {
 	})
 	srv.meta.setFeatures(outside, nil) // as an earlier build's node.started has none
 	err = srv.AddQuorumMember("/", "two", outside)
-	if !errors.Is(err, ErrNodeLacksFeature) || !strings.Contains(err.Error(), featureFifoRules) {
-		t.Fatalf("add_member of %s without %s: %v, want ErrNodeLacksFeature naming it", outside, featureFifoRules, err)
+	if !errors.Is(err, ErrNodeLacksFeature) || !strings.Contains(err.Error(), quorum.FeatureFifoRules) {
+		t.Fatalf("add_member of %s without %s: %v, want ErrNodeLacksFeature naming it", outside, quorum.FeatureFifoRules, err)
 	}
 	changes, err := srv.GrowQuorum(outside, ".*", ".*", false)
 	if err != nil || len(changes) != 1 || !strings.Contains(changes[0].Result, "node_lacks_feature") {
