@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -568,6 +571,87 @@ func TestPeerLost(t *testing.T) {
 	defer mu.Unlock()
 	if len(downs) > 0 {
 		t.Fatalf("PeerDown called for a lost node: %v", downs)
+	}
+}
+
+// TestPeerRefusingProbeLost: a running member whose listener refuses a
+// probe (a node stopping cleanly that answered one more probe on a
+// connection it still served after its listener closed, then went) is
+// lost, as one found by its connections ending: Options.PeerLost is
+// called for it, never PeerDown, which is for a member that hangs. The
+// observer is a follower, so it holds no Raft link to the member whose
+// end would tell it first.
+func TestPeerRefusingProbeLost(t *testing.T) {
+	c := clustertest.New(t, 3)
+	var mu sync.Mutex
+	var lost, downs []string
+	refuse := map[string]bool{} // addresses the observer's dials are refused
+	var dialled []net.Conn      // the observer's connections, to close
+	obs := -1
+	c.Options = func(i int, o *cluster.Options) {
+		self := c.Nodes[i].Name
+		dial := o.Dial
+		o.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if i == obs && refuse[addr] {
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+			}
+			conn, err := dial(ctx, addr)
+			if err == nil {
+				dialled = append(dialled, conn)
+			}
+			return conn, err
+		}
+		o.PeerLost = func(node string) {
+			mu.Lock()
+			if i == obs {
+				lost = append(lost, node)
+			}
+			mu.Unlock()
+		}
+		o.PeerDown = func(node string) {
+			mu.Lock()
+			downs = append(downs, self+" told "+node+" is down")
+			mu.Unlock()
+		}
+	}
+	for i := range 3 {
+		c.Start(i)
+	}
+	leader := c.WaitLeader(leaderTimeout)
+	var others []int
+	for i := range 3 {
+		if i != leader {
+			others = append(others, i)
+		}
+	}
+	o, target := others[0], others[1]
+	name := c.Nodes[target].Name
+	clustertest.WaitFor(t, 20*time.Second, "the observer sees the target running", func() bool {
+		return c.Node(o).Running(name)
+	})
+	mu.Lock()
+	obs = o
+	refuse[c.NodeConfig(target).Listen] = true
+	for _, conn := range dialled {
+		if conn.RemoteAddr().String() == c.NodeConfig(target).Listen {
+			conn.Close() // its pooled probe connection: the next probe dials
+		}
+	}
+	mu.Unlock()
+	clustertest.WaitFor(t, 20*time.Second, "the observer told the target is lost", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(lost, name)
+	})
+	if !c.Node(o).KnownDown(name) || c.Node(o).Running(name) {
+		t.Fatal("a lost member is running or not known down")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(downs) > 0 {
+		t.Fatalf("PeerDown called for a member whose listener refuses: %v", downs)
 	}
 }
 

@@ -105,6 +105,12 @@ func (n *Node) peerLost(node string) {
 	case n.probeNow <- struct{}{}:
 	default:
 	}
+	n.lostNow(node)
+}
+
+// lostNow is what follows once node is marked lost (membership.lost):
+// the campaigns and Options.PeerLost.
+func (n *Node) lostNow(node string) {
 	if n.meta != nil && n.metaTrans != nil {
 		n.wg.Add(1)
 		go func() {

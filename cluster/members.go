@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -286,7 +288,12 @@ func (n *Node) probeLoop() {
 	t := time.NewTicker(n.timing.Probe)
 	defer t.Stop()
 	for {
-		for _, name := range n.probe() {
+		down, lost := n.probe()
+		for _, name := range lost {
+			n.log.Warn().Str("peer_node", name).Msg("cluster peer lost: its listener refuses this node's probe")
+			n.lostNow(name)
+		}
+		for _, name := range down {
 			if n.opts.PeerDown != nil {
 				n.log.Warn().Str("peer_node", name).Msg("cluster peer down: it no longer answers this node's probes")
 				n.opts.PeerDown(name)
@@ -302,13 +309,18 @@ func (n *Node) probeLoop() {
 }
 
 // probe runs one probe round. It returns the members it found suspect
-// that were not, less those peerLost found gone (see Options.PeerDown).
-func (n *Node) probe() (down []string) {
+// that were not, less those found gone (see Options.PeerDown), and the
+// running members whose listener refused the probe: gone, as peerLost
+// finds them (a member stopping cleanly can answer one more probe on a
+// connection it still serves after its listener closed; the next finds
+// it gone).
+func (n *Node) probe() (down, lost []string) {
 	cfg := n.meta.GetConfiguration().Configuration()
 	ctx, cancel := context.WithTimeout(n.ctx, n.timing.Probe)
 	defer cancel()
 	now := time.Now()
 	answered := make([]bool, len(cfg.Servers))
+	refused := make([]bool, len(cfg.Servers))
 	var wg sync.WaitGroup
 	for i, s := range cfg.Servers {
 		if string(s.ID) == n.cfg.NodeName {
@@ -317,11 +329,12 @@ func (n *Node) probe() (down []string) {
 		wg.Go(func() {
 			_, err := n.CallAddr(ctx, string(s.Address), "cluster.ping", nil)
 			answered[i] = err == nil
+			refused[i] = errors.Is(err, syscall.ECONNREFUSED)
 		})
 	}
 	wg.Wait()
 	if n.ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	_, leader := n.meta.LeaderWithID()
 	n.setLeader(string(leader)) // observations can be dropped: catch up here
@@ -329,6 +342,14 @@ func (n *Node) probe() (down []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, s := range cfg.Servers {
+		if refused[i] {
+			if _, ok := m.lastSeen[string(s.ID)]; ok {
+				delete(m.lastSeen, string(s.ID))
+				m.lostAt[string(s.ID)] = now
+				lost = append(lost, string(s.ID))
+			}
+			continue
+		}
 		if !answered[i] {
 			continue
 		}
@@ -397,5 +418,5 @@ func (n *Node) probe() (down []string) {
 		}
 		ev.Msg("cluster membership")
 	}
-	return down
+	return down, lost
 }
