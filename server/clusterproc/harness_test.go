@@ -143,9 +143,13 @@ func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
 			c.kill(nd)
 		}
 		if t.Failed() {
+			keep := os.Getenv("WARREN_TEST_LOGDIR")
 			for _, nd := range c.nodes {
 				b, _ := os.ReadFile(filepath.Join(nd.dir, "broker.log"))
 				t.Logf("--- %s log (last 6000 bytes):\n%s", nd.name, tail(b, 6000))
+				if keep != "" {
+					keepLog(t, keep, nd.name, b)
+				}
 			}
 		}
 		if nn != nil {
@@ -166,6 +170,22 @@ func startCluster(t *testing.T, n int, nn *jepsen.Netns) *procCluster {
 		t.FailNow()
 	}
 	return c
+}
+
+// keepLog writes a failed test's node log whole to dir (the harness
+// prints only its end), as dir/TEST/NODE.log.
+func keepLog(t *testing.T, dir, node string, b []byte) {
+	sub := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Log(err)
+		return
+	}
+	p := filepath.Join(sub, node+".log")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Log(err)
+		return
+	}
+	t.Logf("--- %s log whole: %s", node, p)
 }
 
 func tail(b []byte, n int) []byte {
