@@ -11,7 +11,7 @@
 # Environment:
 #   RABBIT_PORT=5721   AMQP ports RABBIT_PORT..+2, dist ports +20000,
 #                      management ports +10000
-#   WARREN_PORT=26731  AMQP ports WARREN_PORT..+2, cluster ports +10,
+#   WARREN_PORT=24731  AMQP ports WARREN_PORT..+2, cluster ports +10,
 #                      management ports +20
 #   RUN=regexp         go test -run (default: all cases)
 #   UPDATE_GOLDEN=1    copy RabbitMQ's record to
@@ -26,7 +26,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SELF=$ROOT/bench/clusterconf.sh
 RABBIT_PORT=${RABBIT_PORT:-5721}
-WARREN_PORT=${WARREN_PORT:-26731}
+WARREN_PORT=${WARREN_PORT:-24731}
 RABBIT_BIN=${RABBIT_BIN:-/usr/lib/rabbitmq/bin}
 HOST=$(hostname -s)
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
