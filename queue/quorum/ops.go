@@ -91,18 +91,33 @@ func (q *Queue) reattach(old uint64) {
 	q.nextKey++
 	lc.key = q.pid + q.nextKey
 	lc.held, lc.blocked = nil, false // the detach gave it back; the new key is not blocked
-	q.consumers[lc.key] = lc
+	key := lc.key
+	q.consumers[key] = lc
+	if q.attaching == nil {
+		q.attaching = map[uint64]bool{}
+	}
+	q.attaching[key] = true
 	q.mu.Unlock()
 	q.typ.logErr(errDetachedLive, fmt.Sprintf("quorum queue %q: consumer %q: attaching it again", q.decl.Name, lc.tag))
 	_, err := q.attach(lc)
+	q.mu.Lock()
+	delete(q.attaching, key)
 	if err == nil {
+		q.mu.Unlock()
 		return
 	}
-	q.mu.Lock()
-	gone := q.consumers[lc.key] != lc
-	delete(q.consumers, lc.key)
+	gone := q.consumers[key] != lc
+	if !gone {
+		delete(q.consumers, key)
+	}
 	stopped := q.deleted || q.stopped
 	q.mu.Unlock()
+	if !gone && err != errClosed {
+		// Timed out or refused: a timed-out attach may still be applied;
+		// then this undoes it (else it is a no-op), as AddConsumer's. (A
+		// consumer removed meanwhile had its key cancelled.)
+		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+	}
 	if gone || stopped {
 		return
 	}
