@@ -5,7 +5,9 @@
 # replies (OUT/rabbitmq.json); Warren's run is compared with that record.
 # Kill and restart of a node are part of the cases: the suite calls this
 # script back (`clusterconf.sh ctl kill|start N`, with CC_OUT and CC_TARGET
-# set) to kill -9 a node (RabbitMQ: its beam.smp pid) and start it again.
+# set) to kill -9 a node (RabbitMQ: its beam.smp pid) and start it again,
+# and (`clusterconf.sh ctl delete_member N QUEUE`) to remove node N's
+# replica of a quorum queue.
 #
 # Usage: bench/clusterconf.sh [rabbit] [warren]     (default: both)
 # Environment:
@@ -13,7 +15,10 @@
 #                      management ports +10000
 #   WARREN_PORT=24731  AMQP ports WARREN_PORT..+2, cluster ports +10,
 #                      management ports +20
-#   RUN=regexp         go test -run (default: all cases)
+#   RUN=regexp         the cases to run (default: all), a go test -run
+#                      pattern of TestCluster's subtests: RUN=QuorumDeleteMember
+#                      runs -run 'TestCluster/QuorumDeleteMember' (a pattern
+#                      with a / or starting Test is passed as it is)
 #   UPDATE_GOLDEN=1    copy RabbitMQ's record to
 #                      conformance/clusterconf/testdata/rabbitmq-3.10.json
 #   RABBIT_BIN=/usr/lib/rabbitmq/bin
@@ -88,18 +93,27 @@ warren_kill() {
 }
 
 # ctl: called by the suite (CC_OUT, CC_TARGET in the environment).
+# delete_member N QUEUE removes node N's replica of the quorum queue QUEUE
+# (vhost /), run on node N: rabbitmq-queues delete_member, warrenctl
+# delete_member (DELETE /api/quorum-queues/%2F/QUEUE/members/NODE).
 if [[ ${1:-} == ctl ]]; then
-	op=$2 i=$3
+	op=$2 i=$3 q=${4:-}
 	case $CC_TARGET:$op in
 	rabbit:kill) rabbit_kill "$CC_OUT" "$i" ;;
 	rabbit:start) rabbit_start "$CC_OUT" "$i" ;;
+	rabbit:delete_member)
+		env $(rabbit_env "$i" "$CC_OUT") "$RABBIT_BIN/rabbitmq-queues" -q -n "wconf$i@$HOST" delete_member --vhost / "$q" "wconf$i@$HOST" ;;
 	warren:kill) warren_kill "$CC_OUT" "$i" ;;
 	warren:start) warren_start "$CC_OUT" "$i" && warren_wait "$i" ;;
+	warren:delete_member)
+		"$CC_OUT/bin/warrenctl" --url "http://127.0.0.1:$((WARREN_PORT + 20 + i - 1))" --user guest --password guest \
+			--vhost / delete_member "$q" "wconf$i@$HOST" ;;
 	*) log "ctl: unknown $CC_TARGET $op"; exit 2 ;;
 	esac
 	exit
 fi
 
+if [[ -n ${RUN:-} && $RUN != */* && $RUN != Test* ]]; then RUN="TestCluster/$RUN"; fi
 KEEP_OUT=1
 if [[ -z ${OUT:-} ]]; then OUT=$(mktemp -d /tmp/warren-clusterconf.XXXXXX); KEEP_OUT=0; fi
 mkdir -p "$OUT/bin"
@@ -115,7 +129,7 @@ cleanup() {
 }
 trap cleanup EXIT
 log "building warren and the suite into $OUT/bin"
-(cd "$ROOT" && go build -o "$OUT/bin/warren" ./cmd/warren &&
+(cd "$ROOT" && go build -o "$OUT/bin/warren" ./cmd/warren && go build -o "$OUT/bin/warrenctl" ./cmd/warrenctl &&
 	go test -c -tags clusterconf -o "$OUT/bin/clusterconf.test" ./conformance/clusterconf) || { log "build failed"; exit 1; }
 
 # suite TARGET AMQP_PORT MGMT_PORT: runs the suite against nodes 1..3.

@@ -35,6 +35,7 @@ var cases = []clusterCase{
 	{"ClassicHomeDown", true, classicHomeDown},
 	{"MgmtNodeDown", true, mgmtNodeDown},
 	{"QuorumLeaderKilled", true, quorumLeaderKilled},
+	{"QuorumDeleteMember", false, quorumDeleteMember},
 }
 
 // acrossNodes: declare on node 1, publish on node 2, consume on node 3.
@@ -636,4 +637,94 @@ func quorumLeaderKilled(e *env) {
 		func(s string) bool { return strings.HasPrefix(s, "ok") }))
 	e.say("delete on node1: %s %s", e.try(0, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err }),
 		e.try(0, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(fq, false, false, false); return err }))
+}
+
+// quorumMembers is node i's /api/queues/%2F/q as "leader=L members=[..]
+// online=[..]" (normalised).
+func (e *env) quorumMembers(i int, q string) string {
+	st, v := e.mgmt(i, "GET", "/api/queues/%2F/"+url.PathEscape(q), nil)
+	m, _ := v.(map[string]any)
+	return e.norm(fmt.Sprintf("%d leader=%v members=%v online=%v", st, m["leader"], sortedStrings(m["members"]), sortedStrings(m["online"])))
+}
+
+// quorumDeleteMember: a quorum queue declared on node 1 whose replica on
+// node 3, the node of its consumer (holding unacknowledged deliveries),
+// is removed (delete_member): what the consumer sees, its acks, the
+// queue's figures and members on each node, and a publish after.
+func quorumDeleteMember(e *env) {
+	q := e.name("qq")
+	e.say("declare on node1: %s", e.declare(0, q, true, false, amqp.Table{"x-queue-type": "quorum"}))
+	all := "200 leader=node1 members=[node1 node2 node3] online=[node1 node2 node3]"
+	e.say("members on node1: %s", e.eventually(func() string { return e.quorumMembers(0, q) },
+		func(s string) bool { return s == all }))
+	e.say("publish on node2: %s", e.publish(1, "", q, true, "k1", "k2", "k3", "k4", "k5"))
+	c, o := e.consume(2, q, 3, nil)
+	e.say("consume on node3 (prefetch 3): %s", o)
+	if c == nil {
+		return
+	}
+	lines, ds := c.next(3)
+	for _, l := range lines {
+		e.say("node3 got %s", l)
+	}
+	e.say("then: %s", c.quiet())
+	e.say("passive on node1: %s", e.eventually(func() string { return e.passive(0, q) },
+		func(s string) bool { return s == "ok messages=2 consumers=1" }))
+
+	err := e.c.DeleteMember(2, q)
+	e.say("delete_member node3: %s", outcome(err))
+	two := "200 leader=node1 members=[node1 node2] online=[node1 node2]"
+	for i := range 3 {
+		e.say("members on node%d: %s", i+1, e.eventually(func() string { return e.quorumMembers(i, q) },
+			func(s string) bool { return s == two }))
+	}
+	e.say("consumer on node3 after the removal: %s", c.quiet())
+	for _, d := range ds {
+		e.say("ack %s: %s", d.Body, outcome(d.Ack(false)))
+	}
+	lines, more := c.next(2)
+	for _, l := range lines {
+		e.say("node3 got %s", l)
+	}
+	for _, d := range more {
+		e.say("ack %s: %s", d.Body, outcome(d.Ack(false)))
+	}
+	e.say("then: %s", c.quiet())
+	for i := range 3 {
+		e.say("passive on node%d: %s", i+1, e.eventually(func() string { return e.passive(i, q) },
+			func(s string) bool { return s == "ok messages=0 consumers=1" }))
+	}
+	e.say("publish on node2 after the removal: %s", e.publish(1, "", q, true, "k6"))
+	lines, more = c.next(1)
+	for _, l := range lines {
+		e.say("node3 got %s", l)
+	}
+	for _, d := range more {
+		e.say("ack %s: %s", d.Body, outcome(d.Ack(false)))
+	}
+	e.say("then: %s", c.quiet())
+	e.say("passive on node3: %s", e.eventually(func() string { return e.passive(2, q) },
+		func(s string) bool { return s == "ok messages=0 consumers=1" }))
+	// Anything the consumer's channel was told meanwhile.
+	e.say("consumer on node3: %s", func() string {
+		select {
+		case tag := <-c.cancels:
+			return "basic.cancel " + tag
+		case err := <-c.closes:
+			return "channel closed: " + outcome(err)
+		default:
+		}
+		if c.ch.IsClosed() {
+			return "channel closed"
+		}
+		return "no basic.cancel, channel open"
+	}())
+	e.say("cancel: %s", outcome(c.ch.Cancel(c.tag, false)))
+	e.say("delete on node1: %s", e.try(0, func(ch *amqp.Channel) error {
+		n, err := ch.QueueDelete(q, false, false, false)
+		e.say("deleted messages=%d", n)
+		return err
+	}))
+	e.say("passive on node3: %s", e.eventually(func() string { return e.passive(2, q) },
+		func(s string) bool { return strings.HasPrefix(s, "404") }))
 }

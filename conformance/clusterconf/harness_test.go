@@ -34,6 +34,12 @@ type Cluster struct {
 	// gone; Start starts it again and returns once it accepts AMQP
 	// connections.
 	Kill, Start func(i int) error
+	// DeleteMember removes node i's replica of the quorum queue named
+	// (vhost "/") as an administrator does (RabbitMQ: rabbitmq-queues
+	// delete_member run on that node; Warren: warrenctl delete_member,
+	// DELETE /api/quorum-queues/{vhost}/{queue}/members/{node} on that
+	// node's management API) and returns once the command has.
+	DeleteMember func(i int, queue string) error
 }
 
 // Timeouts of the waits, generous for a loaded 2-core machine: a case

@@ -14,7 +14,8 @@ import (
 // it): CLUSTERCONF_AMQP and CLUSTERCONF_MGMT (three URLs each, comma
 // separated), CLUSTERCONF_NODES (their node names), CLUSTERCONF_CTL (a
 // command that, given "kill N" or "start N", kills node N with SIGKILL
-// or starts it again), CLUSTERCONF_TARGET (rabbit or warren), and
+// or starts it again, and given "delete_member N QUEUE" removes node N's
+// replica of the quorum queue QUEUE of vhost "/"), CLUSTERCONF_TARGET (rabbit or warren), and
 // CLUSTERCONF_EXPECT, a record to compare with (RabbitMQ's).
 func target(t *testing.T) (*Cluster, map[string][]string, func(clusterCase) string) {
 	split := func(k string) [3]string {
@@ -27,19 +28,20 @@ func target(t *testing.T) (*Cluster, map[string][]string, func(clusterCase) stri
 	c := &Cluster{Target: os.Getenv("CLUSTERCONF_TARGET"), AMQP: split("CLUSTERCONF_AMQP"),
 		Mgmt: split("CLUSTERCONF_MGMT"), Nodes: split("CLUSTERCONF_NODES")}
 	ctl := strings.Fields(os.Getenv("CLUSTERCONF_CTL"))
-	run := func(op string, i int) error {
+	run := func(op string, i int, args ...string) error {
 		if len(ctl) == 0 {
 			return fmt.Errorf("no CLUSTERCONF_CTL")
 		}
-		cmd := exec.Command(ctl[0], append(ctl[1:], op, fmt.Sprint(i+1))...)
+		cmd := exec.Command(ctl[0], append(append(ctl[1:len(ctl):len(ctl)], op, fmt.Sprint(i+1)), args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("%s %s %d: %v: %s", ctl, op, i+1, err, out)
+			return fmt.Errorf("%s %s %d %s: %v: %s", ctl, op, i+1, strings.Join(args, " "), err, out)
 		}
 		return nil
 	}
 	c.Kill = func(i int) error { return run("kill", i) }
 	c.Start = func(i int) error { return run("start", i) }
+	c.DeleteMember = func(i int, queue string) error { return run("delete_member", i, queue) }
 	var expect map[string][]string
 	if p := os.Getenv("CLUSTERCONF_EXPECT"); p != "" {
 		var err error

@@ -4,7 +4,10 @@ package clusterconf
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,6 +136,33 @@ func target(t *testing.T) (*Cluster, map[string][]string, func(clusterCase) stri
 			return err
 		}
 		return ready(i)
+	}
+	// As warrenctl delete_member does: DELETE
+	// /api/quorum-queues/{vhost}/{queue}/members/{node} on node i.
+	c.DeleteMember = func(i int, queue string) error {
+		u, err := url.Parse(c.Mgmt[i])
+		if err != nil {
+			return err
+		}
+		pass, _ := u.User.Password()
+		user := u.User.Username()
+		u.User = nil
+		req, err := http.NewRequest(http.MethodDelete, u.String()+"/api/quorum-queues/"+url.PathEscape("/")+"/"+
+			url.PathEscape(queue)+"/members/"+url.PathEscape(c.Nodes[i]), nil)
+		if err != nil {
+			return err
+		}
+		req.SetBasicAuth(user, pass)
+		resp, err := (&http.Client{Timeout: 2 * waitTimeout}).Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			b, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("delete_member: %s: %s", resp.Status, b)
+		}
+		return nil
 	}
 	t.Cleanup(func() {
 		for i := range nodes {
