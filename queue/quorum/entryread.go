@@ -59,6 +59,16 @@ func (r *entryReader) reset() { r.idx, r.data, r.offs = 0, nil, nil }
 
 // commandOffsets is where each command of a batch entry starts.
 func commandOffsets(data []byte) ([]int, error) {
+	offs, err := commandSpans(data)
+	if err != nil {
+		return nil, err
+	}
+	return offs[:len(offs)-1], nil
+}
+
+// commandSpans is where each command of a batch entry starts, then
+// where the last one ends.
+func commandSpans(data []byte) ([]int, error) {
 	d := &decoder{b: data}
 	d.u8()
 	d.i64()
@@ -67,7 +77,7 @@ func commandOffsets(data []byte) ([]int, error) {
 	if d.err != nil || uint64(n) > uint64(len(d.b)) {
 		return nil, errShort
 	}
-	offs := make([]int, 0, n)
+	offs := make([]int, 0, n+1)
 	for p := uint32(0); p < n && d.err == nil; p++ {
 		offs = append(offs, len(data)-len(d.b))
 		op := d.u8()
@@ -84,7 +94,7 @@ func commandOffsets(data []byte) ([]int, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	return offs, nil
+	return append(offs, len(data)-len(d.b)), nil
 }
 
 // enqueueAt decodes the message of the enqueue command at the start of

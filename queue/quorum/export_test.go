@@ -5,6 +5,10 @@ import (
 	"strconv"
 )
 
+// Leaderless is how many of q's batches no leader took by their
+// deadline (Queue.failed).
+func Leaderless(q *Queue) uint64 { return q.leaderless.Load() }
+
 // BodyCounts reports where q's replica keeps its messages' bodies: how
 // many messages its machine has, how many of them have their body in a
 // body file, how many have a body in memory, and the body cache's use

@@ -90,18 +90,21 @@ type Queue struct {
 	// see earlyStores.
 	early bool
 
-	pmu      sync.Mutex
-	inbox    encoder
-	count    int
-	seq      uint64
-	waiters  map[uint64]*waiter
-	closing  bool
-	leaving  bool     // closing as a replica removed from its group: what waits is still sent
-	leftTo   []string // once leaving: the group's other members, where what it sends goes
-	wake     chan struct{}
-	done     chan struct{}
-	inflight chan struct{}  // a slot per entry in flight
-	flights  sync.WaitGroup // their waiting goroutines
+	pmu     sync.Mutex
+	inbox   encoder
+	count   int
+	seq     uint64
+	waiters map[uint64]*waiter
+	closing bool
+	leaving bool     // closing as a replica removed from its group: what waits is still sent
+	leftTo  []string // once leaving: the group's other members, where what it sends goes
+	retry   []batch  // what no leader took, to send again first (failed, resend)
+	// leaderless counts the batches no leader took by their deadline.
+	leaderless atomic.Uint64
+	wake       chan struct{}
+	done       chan struct{}
+	inflight   chan struct{}  // a slot per entry in flight
+	flights    sync.WaitGroup // their waiting goroutines
 }
 
 // local is one consumer of this node.
@@ -583,34 +586,156 @@ func (q *Queue) Sync() error {
 // member it is forwarded to the leader (Config.Forward), one at a time so
 // that entries keep their order. An entry whose outcome is unknown (the
 // leader changed) is sent again: the machine applies a batch once.
+//
+// What no leader took by its deadline is failed (failed): its waiters
+// are told, and its commands that must still happen wait in retry, sent
+// again ahead of newer entries (resend) once a leader takes them.
 func (q *Queue) proposer() {
 	defer close(q.done)
 	defer q.flights.Wait()
+	var again <-chan time.Time // set while entries wait in retry
 	for {
-		<-q.wake
+		select {
+		case <-q.wake:
+		case <-again:
+		}
 		for {
 			q.pmu.Lock()
-			n, closing := q.count, q.closing
-			if n == 0 {
+			n, closing, leaving := q.count, q.closing, q.leaving
+			resend := len(q.retry) > 0 && (!closing || leaving)
+			if n == 0 && !resend {
 				q.pmu.Unlock()
 				if closing {
 					return
 				}
 				break
 			}
-			data := q.inbox.b
-			first := q.seq - uint64(n) + 1
-			last := q.seq
-			q.inbox.b, q.count = nil, 0
-			q.pmu.Unlock()
-			hdr := encoder{b: data[:0]}
-			q.header(&hdr, n)
-			b := batch{data: data, first: first, last: last, deadline: time.Now().Add(leaderWait)}
-			if err := q.send(b, false); err != nil {
-				q.fail(first, last, err)
+			var b batch
+			if n > 0 {
+				data := q.inbox.b
+				b = batch{data: data, first: q.seq - uint64(n) + 1, last: q.seq}
+				q.inbox.b, q.count = nil, 0
+				q.pmu.Unlock()
+				hdr := encoder{b: data[:0]}
+				q.header(&hdr, n)
+				b.deadline = time.Now().Add(leaderWait)
+			} else {
+				q.pmu.Unlock()
+			}
+			if resend && !q.resend() {
+				if leaving {
+					// Removed from the group, and none of its members
+					// takes them: they go, as what a stopping replica
+					// has not sent does.
+					q.pmu.Lock()
+					q.retry = nil
+					q.pmu.Unlock()
+				}
+				if n == 0 {
+					break // no leader yet: again after resendWait, or with the next proposal
+				}
+			}
+			if n > 0 {
+				if err := q.send(b, false); err != nil {
+					q.failed(b, err)
+				}
 			}
 		}
+		again = nil
+		q.pmu.Lock()
+		if len(q.retry) > 0 {
+			again = time.After(resendWait)
+		}
+		q.pmu.Unlock()
 	}
+}
+
+// resendWait bounds each try of resend while the group has no leader.
+const resendWait = time.Second
+
+// failed ends b, which no leader took by its deadline (or that failed
+// with err otherwise): its waiters are told err (a publish is nacked,
+// a get or an attach fails), and what of it must still happen
+// (resendable) waits in retry, to be sent again once a leader takes
+// entries. Without that, settlements lost while a follower cannot reach
+// its leader for leaderWait would leave messages checked out for good
+// to consumers that settled them, or never had them (their unassign,
+// their cancel or detach lost too).
+func (q *Queue) failed(b batch, err error) {
+	q.fail(b.first, b.last, err)
+	if !errors.Is(err, ErrNoLeader) {
+		return // stopped, or refused for good
+	}
+	q.leaderless.Add(1)
+	data := resendable(b.data)
+	if data == nil {
+		return
+	}
+	q.pmu.Lock()
+	if q.closing && !q.leaving {
+		q.pmu.Unlock()
+		return
+	}
+	q.retry = append(q.retry, batch{data: data, first: b.first, last: b.last})
+	q.pmu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// resend sends the batches in retry, oldest first, each within
+// resendWait of its try; it reports whether it sent them all.
+func (q *Queue) resend() bool {
+	for {
+		q.pmu.Lock()
+		if len(q.retry) == 0 {
+			q.pmu.Unlock()
+			return true
+		}
+		b := q.retry[0]
+		q.pmu.Unlock()
+		b.deadline = time.Now().Add(resendWait)
+		if err := q.send(b, false); err != nil {
+			return false
+		}
+		q.pmu.Lock()
+		q.retry = q.retry[1:]
+		q.pmu.Unlock()
+	}
+}
+
+// resendable is what of a failed batch is sent again: its commands
+// that change what is checked out to whom, or the queue's settings
+// (settle, return, discard, unassign, unblock, cancel, detach, leave,
+// config, the resets). Its enqueues (nacked), gets, attaches, purges
+// and ticks (their callers were told it failed) become ticks with the
+// same sequence numbers, so that the batch keeps its name (its first
+// command's number) and one a leader applied after all (its outcome was
+// unknown) is not applied twice. nil: nothing to send again.
+func resendable(data []byte) []byte {
+	offs, err := commandSpans(data)
+	if err != nil {
+		return nil
+	}
+	out := make([]byte, 0, len(data))
+	out = append(out, data[:headerLen]...)
+	keep := false
+	for i := 0; i+1 < len(offs); i++ {
+		c := data[offs[i]:offs[i+1]]
+		switch c[0] {
+		case opEnqueue, opAttach, opGet, opGet2, opPurge, opTick:
+			out = append(out, opTick)
+			out = append(out, c[1:9]...)
+		default:
+			keep = true
+			out = append(out, c...)
+		}
+	}
+	if !keep {
+		return nil
+	}
+	return out
 }
 
 // header writes an entry's header for n commands of this proposer: the
@@ -676,7 +801,7 @@ func (q *Queue) send(b batch, wait bool) error {
 						err = q.send(b, true)
 					}
 					if err != nil {
-						q.fail(b.first, b.last, err)
+						q.failed(b, err)
 					}
 				}()
 				return nil
@@ -1191,7 +1316,7 @@ func skip(op uint8, d *decoder) {
 		d.u64()
 	case opSettle, opReturn, opReturnLast, opDiscard:
 		d.ids()
-	case opUnassign:
+	case opUnassign, opLeave:
 		d.u64()
 		d.ids()
 	case opGet:

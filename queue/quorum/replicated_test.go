@@ -659,6 +659,41 @@ func TestReplicatedForwardToHungLeaderGivenUp(t *testing.T) {
 	waitUntil(t, "both on b and c", func() bool { return qs["b"].Stats().Ready == 2 && qs["c"].Stats().Ready == 2 })
 }
 
+// A follower that reaches no leader for longer than a proposal waits
+// (its forwards to the leader hang) fails the batch then (a publish in
+// it would be nacked), but the settlement in it is sent again once the
+// leader answers: a message it acknowledged is settled in the group,
+// not left checked out for good.
+func TestReplicatedSettleSentAgainAfterLeaderless(t *testing.T) {
+	r, _, _, qs := newGroupOn(t, newReplicasTimeout(t, 10*time.Minute, "c", "b", "a"), 15, "sl")
+	publishWait(t, qs["a"], "m")
+	waitUntil(t, "c has it and knows a leads", func() bool {
+		return qs["c"].Stats().Ready == 1 && qs["c"].Replica().Leader == "a"
+	})
+	e, _, ok := qs["c"].Get(false)
+	if !ok {
+		t.Fatal("get on c: nothing")
+	}
+	waitUntil(t, "checked out on a", func() bool { st := qs["a"].Stats(); return st.Unacked == 1 && st.Ready == 0 })
+	r.mu.Lock()
+	r.hung = map[string]bool{"a": true}
+	r.hungIn = make(chan struct{}, 16)
+	r.hungErr = make(chan error, 16)
+	r.mu.Unlock()
+	before := quorum.Leaderless(qs["c"])
+	qs["c"].Settle([]queue.Entry{e}, queue.Ack)
+	waitUntil(t, "c's batch failed for want of a leader", func() bool { return quorum.Leaderless(qs["c"]) > before })
+	if st := qs["a"].Stats(); st.Unacked != 1 {
+		t.Fatalf("settled on a while its forwards hang: %+v", st)
+	}
+	r.mu.Lock()
+	r.hung = nil
+	r.mu.Unlock()
+	for _, n := range []string{"a", "b", "c"} {
+		waitUntil(t, "the ack applied on "+n, func() bool { st := qs[n].Stats(); return st.Unacked == 0 && st.Ready == 0 })
+	}
+}
+
 // A replica that leaves and is made a member again at once opens only
 // once the old one has stopped and its data is gone (same group id, same
 // transport name): the new one is not refused, and its data is not
