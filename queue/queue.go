@@ -180,6 +180,17 @@ type Busy interface {
 	RefusedBusy() bool
 }
 
+// ChannelCloser is a consumer that can tell whether its channel has
+// closed. The broker removes a closed channel's consumers after it
+// settled what they held (queue.Requeue), so a queue that keeps what a
+// cancelled consumer holds until it is settled (a quorum queue) need
+// keep nothing for one whose channel closed: whatever is still checked
+// out to it goes back, as RabbitMQ's quorum queue returns what a
+// consumer whose channel went down held.
+type ChannelCloser interface {
+	ChannelClosed() bool
+}
+
 // Outcome is a consumer's answer to Deliver.
 type Outcome uint8
 

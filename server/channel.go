@@ -108,6 +108,13 @@ func (k *consumer) queue() queue.Queue { return k.src.Load().q }
 
 func (k *consumer) setQueue(q queue.Queue) { k.src.Store(&queueRef{q}) }
 
+// ChannelClosed implements queue.ChannelCloser.
+func (k *consumer) ChannelClosed() bool {
+	k.ch.mu.Lock()
+	defer k.ch.mu.Unlock()
+	return k.ch.closed
+}
+
 // RefusedBusy implements queue.Busy.
 func (k *consumer) RefusedBusy() bool {
 	k.ch.mu.Lock()

@@ -284,3 +284,65 @@ func wantBackAfterCancel(t *testing.T, q *quorum.Queue, g *gate, confirmed chan 
 		t.Fatalf("after the entries: %+v, want the message ready again", st)
 	}
 }
+
+// closingGate is a gate that can tell whether its channel closed
+// (queue.ChannelCloser).
+type closingGate struct {
+	gate
+	closed bool
+}
+
+func (g *closingGate) ChannelClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+// A consumer cancelled by basic.cancel keeps what is checked out to it
+// until it is settled (RabbitMQ 3.10's quorum queues); one removed with
+// its closed channel (which requeued what it knew it held first) keeps
+// nothing: what is still checked out to it, say because its settlement
+// was lost, goes back at once, redelivered.
+func TestClosedChannelConsumerHoldsNothing(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closed=%v", closed), func(t *testing.T) {
+			g := &closingGate{}
+			q := gatedQueue(t, &g.gate, queue.ConsumeOptions{Prefetch: 10})
+			// Attach the closing gate in the gate's place: one consumer.
+			q.RemoveConsumer("c", &g.gate)
+			if err := q.AddConsumer(queue.ConsumeOptions{Tag: "k", Consumer: g, Prefetch: 10}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				publishWait(t, q, fmt.Sprint(i))
+			}
+			if err := q.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := g.bodies(); len(got) != 3 {
+				t.Fatalf("delivered %v", got)
+			}
+			g.mu.Lock()
+			g.closed = closed
+			g.mu.Unlock()
+			q.RemoveConsumer("k", g) // nothing settled: as if its settlements were lost
+			if err := q.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			st := q.Stats()
+			if !closed {
+				if st.Unacked != 3 || st.Ready != 0 {
+					t.Fatalf("cancelled: %+v, want the 3 still checked out to it", st)
+				}
+				return
+			}
+			if st.Unacked != 0 || st.Ready != 3 {
+				t.Fatalf("its channel closed: %+v, want the 3 back", st)
+			}
+			e, _, ok := q.Get(true)
+			if !ok || !e.Redelivered {
+				t.Fatalf("after the close: %v redelivered=%v", ok, e.Redelivered)
+			}
+		})
+	}
+}

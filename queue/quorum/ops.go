@@ -129,8 +129,13 @@ func (q *Queue) reattach(old uint64) {
 
 // RemoveConsumer implements queue.Queue. A quorum queue is never
 // auto-deleted. What the consumer holds stays checked out until settled
-// (a closed channel requeues it).
+// (basic.cancel: opCancel); the consumer of a closed channel, which
+// requeued what it held first, is detached, so that nothing checked out
+// to it can stay so for want of a settlement that will never come
+// (queue.ChannelCloser).
 func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
+	cc, _ := c.(queue.ChannelCloser)
+	closed := cc != nil && cc.ChannelClosed()
 	q.mu.Lock()
 	var key uint64
 	for k, lc := range q.consumers {
@@ -146,7 +151,7 @@ func (q *Queue) RemoveConsumer(tag string, c queue.Consumer) bool {
 			ids := lc.heldIDs()
 			q.propose(opUnassign, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
 		}
-		if !lc.noAck {
+		if !lc.noAck && !closed {
 			op = opCancel
 			if q.cancelling == nil {
 				q.cancelling = map[uint64]bool{}
