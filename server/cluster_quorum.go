@@ -70,9 +70,13 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 	// dead one is replaced at once (PeerLost), a hung or cut-off one once
 	// two probe rounds in a row went unanswered (PeerDown, 2 to 3 s).
 	// Followers learn the commit index after each entry anyway (the
-	// nudges), not from the commit timeout.
+	// nudges), not from the commit timeout, so it is longer still: 10 s
+	// took 1,000 idle queues from 11.7% of a core per node to 8.8%. What
+	// it still does is bring an idle queue's follower that missed entries
+	// (cut off, then healed) up to date; a restarted one proposes its
+	// reset, a new entry, as it opens.
 	c.Timeout = 5 * time.Second
-	c.CommitTimeout = 2 * time.Second
+	c.CommitTimeout = 10 * time.Second
 	c.BootstrapWait = quorumBootstrapWait
 	c.Features = func(f string, members []string) bool { return s.meta.hasFeature(f, members) }
 	// When a node dies, every group it was a member of fails to reach
