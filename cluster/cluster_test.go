@@ -481,6 +481,39 @@ func TestPeerRestarted(t *testing.T) {
 	}
 }
 
+// A peer's new process runs for a node as soon as a handshake with it
+// completes, not at the next probe round (once an hour here): a node
+// restarted fast has its clients' requests (a consumer's attach) reach
+// the others over such connections, and they must not take it for down
+// then.
+func TestRestartedPeerRunsAtHandshake(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.Timing.Probe = time.Hour
+	for i := range 3 {
+		c.Start(i)
+	}
+	c.WaitLeader(30 * time.Second)
+	c.Stop(2)
+	clustertest.WaitFor(t, 20*time.Second, "n1 finds n3 gone", func() bool { return c.Node(0).KnownDown("n3") })
+	if c.Node(0).Running("n3") {
+		t.Fatal("n3 running for n1 after it was found gone")
+	}
+	c.Start(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Node(2).CallAddr(ctx, c.Node(0).Addr(), "cluster.ping", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Node(0).Running("n3") || c.Node(0).KnownDown("n3") {
+		t.Fatalf("after the new n3's call: running %v, known down %v; want running", c.Node(0).Running("n3"), c.Node(0).KnownDown("n3"))
+	}
+	for _, m := range c.Node(0).Members() {
+		if m.Name == "n3" && !m.Running {
+			t.Fatal("n1's Members has n3 not running after its new process's call")
+		}
+	}
+}
+
 // TestPeerLost: a node whose process is gone (its connections end, its
 // listener refuses) is lost at once to the others: Options.PeerLost is
 // called on each, once (the probes never call it), and they no longer

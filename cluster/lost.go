@@ -41,6 +41,7 @@ func (n *Node) connLost(node string) {
 		defer n.wg.Done()
 		// A peer stopping cleanly may close its connections a moment
 		// before its listener: asked again shortly, it refuses.
+		at := time.Now()
 		refused := n.refuses(node)
 		for i := 1; i < lostChecks && !refused; i++ {
 			select {
@@ -50,13 +51,14 @@ func (n *Node) connLost(node string) {
 			if n.ctx.Err() != nil {
 				break
 			}
+			at = time.Now()
 			refused = n.refuses(node)
 		}
 		n.mu.Lock()
 		delete(n.checking, node)
 		n.mu.Unlock()
 		if refused {
-			n.peerLost(node)
+			n.peerLost(node, at)
 		}
 	}()
 }
@@ -92,12 +94,14 @@ func (n *Node) refuses(node string) bool {
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// peerLost: node's process is gone. Its members see it down now (the
-// probe round that follows no longer counts it running), and the groups
-// it led here elect another leader now (Campaign): the metadata group,
-// then those Options.PeerLost looks after.
-func (n *Node) peerLost(node string) {
-	if !n.members.lost(node, time.Now()) {
+// peerLost: node's process was found gone at at (its listener refused a
+// dial begun then). Its members see it down now (the probe round that
+// follows no longer counts it running), and the groups it led here elect
+// another leader now (Campaign): the metadata group, then those
+// Options.PeerLost looks after. A new process of node that completed a
+// handshake since at (it restarted that fast) is not lost.
+func (n *Node) peerLost(node string, at time.Time) {
+	if !n.members.lost(node, at) {
 		return // known down already
 	}
 	n.log.Warn().Str("peer_node", node).Msg("cluster peer lost: its connections ended and its listener refuses")

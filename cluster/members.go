@@ -104,14 +104,40 @@ func (m *membership) leaderChanged() <-chan struct{} {
 }
 
 // lost forgets that name answered, as of at: a probe round that began
-// before does not count. It reports whether name was running.
+// before does not count. It reports whether name was running. An answer
+// after at (a handshake with its new process) stands: nothing changes.
 func (m *membership) lost(name string, at time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.lastSeen[name]
+	seen, ok := m.lastSeen[name]
+	if ok && seen.After(at) {
+		return false
+	}
 	delete(m.lastSeen, name)
 	m.lostAt[name] = at
 	return ok
+}
+
+// answered records that member name answered at at: a probe round begun
+// then, or a handshake with its process. An answer from before peerLost
+// found it gone does not count. Call with m.mu held.
+func (m *membership) answeredLocked(name string, at time.Time) {
+	if lost, ok := m.lostAt[name]; ok {
+		if !at.After(lost) {
+			return // the answer may be from before the loss
+		}
+		delete(m.lostAt, name)
+	}
+	if seen, ok := m.lastSeen[name]; !ok || at.After(seen) {
+		m.lastSeen[name] = at
+	}
+	delete(m.suspect, name)
+}
+
+func (m *membership) answered(name string, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.answeredLocked(name, at)
 }
 
 // Running reports whether name, a member, answers this node's probes
@@ -350,17 +376,9 @@ func (n *Node) probe() (down, lost []string) {
 			}
 			continue
 		}
-		if !answered[i] {
-			continue
+		if answered[i] {
+			m.answeredLocked(string(s.ID), now)
 		}
-		if at, ok := m.lostAt[string(s.ID)]; ok {
-			if !now.After(at) {
-				continue // the answer may be from before the loss
-			}
-			delete(m.lostAt, string(s.ID))
-		}
-		m.lastSeen[string(s.ID)] = now
-		delete(m.suspect, string(s.ID))
 	}
 	for name, t := range m.lastSeen {
 		if now.Sub(t) > time.Duration(suspectAfter*float64(n.timing.Probe)) && !m.suspect[name] {

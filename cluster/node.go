@@ -584,10 +584,17 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 }
 
 // sawPeer records the process p is after a handshake with it, and calls
-// Options.PeerRestarted when it is not the one seen before.
+// Options.PeerRestarted when it is not the one seen before. A member that
+// just completed a handshake runs: it counts as having answered a probe
+// now (Members, Running), so that a peer restarted too fast for the
+// probes to see it down is running here before its clients' requests
+// (a consumer's attach) reach this node over a connection like this one.
 func (n *Node) sawPeer(p peer) {
 	if p.name == n.cfg.NodeName {
 		return
+	}
+	if n.ready.Load() && slices.ContainsFunc(n.meta.GetConfiguration().Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == p.name }) {
+		n.members.answered(p.name, time.Now())
 	}
 	n.instMu.Lock()
 	defer n.instMu.Unlock()

@@ -173,12 +173,6 @@ func (s *Server) peerRestarted(node string) {
 		return
 	}
 	s.log.Warn().Str("node", node).Msg("node restarted: its old process's consumers and queues' consumers are gone")
-	s.upAgainMu.Lock()
-	if s.upAgain == nil {
-		s.upAgain = map[string]time.Time{}
-	}
-	s.upAgain[node] = time.Now()
-	s.upAgainMu.Unlock()
 	s.remote.setDown(node, true)
 	s.home.peerDown(node)
 	if s.quorum != nil {

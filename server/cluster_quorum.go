@@ -165,7 +165,10 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 				if m.Running {
 					seenUp[m.Name] = true
 				}
-				running[m.Name] = m.Running || (grace && !seenUp[m.Name]) || s.liveRestart(m.Name)
+				// A node restarted fast runs as soon as its new
+				// process's handshake reached this one (cluster's
+				// sawPeer), before its clients' attaches can.
+				running[m.Name] = m.Running || (grace && !seenUp[m.Name])
 			}
 			for _, q := range s.quorum.Queues() {
 				q.DetachDown(func(node string) bool { return running[node] })
@@ -389,22 +392,6 @@ func (m *meta) newQuorumReplica(v *vhost, d queue.Decl, l queue.Limits, r *repli
 	m.saveIncarnations()
 	m.s.log.Info().Str("vhost", v.name).Str("queue", d.Name).Strs("members", r.members).Str("leader", r.lead).Msg("quorum replica created")
 	return q, nil
-}
-
-// liveRestartWindow: a peer whose new process was seen (peerRestarted)
-// counts as running this long, until the probes reach it.
-const liveRestartWindow = 5 * time.Second
-
-// liveRestart reports whether node's new process was seen within
-// liveRestartWindow. A node restarted fast attaches consumers (its
-// clients reconnect) before this node's probes find it running again;
-// a leader that took it for down then would detach those live consumers
-// and deliver what they hold again (quorum.Queue.DetachDown).
-func (s *Server) liveRestart(node string) bool {
-	s.upAgainMu.Lock()
-	defer s.upAgainMu.Unlock()
-	at, ok := s.upAgain[node]
-	return ok && time.Since(at) < liveRestartWindow
 }
 
 // askBootstrap asks the other members of a new group, whose first

@@ -539,26 +539,3 @@ func TestQuorumFirstLeaderFailedOpenAsksMembers(t *testing.T) {
 		return false
 	})
 }
-
-// A peer whose new process was seen (peerRestarted) counts as running for
-// the quorum leaders' reconciliation until the probes reach it, for
-// liveRestartWindow: a node restarted fast has consumers attached (its
-// clients reconnected) before the probes find it running, and a leader
-// reconciling for the first time then must not detach them.
-func TestLiveRestartCountsAsRunning(t *testing.T) {
-	nodes := startReplicaCluster(t, []func(string, string) error{nil, nil})
-	s := nodes[0].srv
-	if s.liveRestart("n2") {
-		t.Fatal("n2 counts as restarted before any restart was seen")
-	}
-	s.peerRestarted("n2")
-	if !s.liveRestart("n2") || s.liveRestart("n1") {
-		t.Fatalf("after n2's new process was seen: n2 %v, n1 %v; want n2 only", s.liveRestart("n2"), s.liveRestart("n1"))
-	}
-	s.upAgainMu.Lock()
-	s.upAgain["n2"] = time.Now().Add(-liveRestartWindow)
-	s.upAgainMu.Unlock()
-	if s.liveRestart("n2") {
-		t.Fatal("n2 still counts as restarted liveRestartWindow after it was seen")
-	}
-}

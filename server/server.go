@@ -101,10 +101,6 @@ type Server struct {
 	// restarted wakes watchMembers after a peer's new process was seen
 	// (peerRestarted; buffered, 1).
 	restarted chan struct{}
-	// upAgain: when each peer's new process was last seen (peerRestarted),
-	// proof that it runs before the probes reach it (liveRestart).
-	upAgainMu sync.Mutex
-	upAgain   map[string]time.Time
 	// alarmPoke wakes the alarm monitor for a check now (buffered, 1).
 	alarmPoke chan struct{}
 	// openReplicaHook, when set (by a test, before Listen), is asked
