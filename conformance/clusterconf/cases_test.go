@@ -49,10 +49,7 @@ func acrossNodes(e *env, args amqp.Table) {
 	if c == nil {
 		return
 	}
-	lines, ds := c.next(3)
-	for _, l := range lines {
-		e.say("node3 got %s", l)
-	}
+	ds := e.take(c, "node3", 3)
 	for _, d := range ds {
 		e.say("ack: %s", outcome(d.Ack(false)))
 	}
@@ -172,10 +169,7 @@ func deletePurge(e *env, args amqp.Table) {
 	c, o := e.consume(0, q, 1, nil)
 	e.say("consume on node1: %s", o)
 	if c != nil {
-		lines, _ := c.next(1)
-		for _, l := range lines {
-			e.say("node1 got %s", l)
-		}
+		e.take(c, "node1", 1)
 	}
 	e.say("delete on node2: %s", e.try(1, func(ch *amqp.Channel) error {
 		n, err := ch.QueueDelete(q, false, false, false)
@@ -463,11 +457,7 @@ func classicHomeDown(e *env) {
 	c, o := e.consume(1, q, 1, nil)
 	e.say("consume on node2: %s", o)
 	if c != nil {
-		lines, ds := c.next(1)
-		for _, l := range lines {
-			e.say("node2 got %s", l)
-		}
-		_ = ds // left unacknowledged
+		e.take(c, "node2", 1) // left unacknowledged
 	}
 	e.kill(0)
 	if c != nil {
@@ -502,10 +492,7 @@ func classicHomeDown(e *env) {
 	c, o = e.consume(2, q, 10, nil)
 	e.say("consume on node3: %s", o)
 	if c != nil {
-		lines, ds := c.next(2)
-		for _, l := range lines {
-			e.say("node3 got %s", l)
-		}
+		ds := e.take(c, "node3", 2)
 		for _, d := range ds {
 			d.Ack(false)
 		}
@@ -584,10 +571,7 @@ func quorumLeaderKilled(e *env) {
 	if c == nil {
 		return
 	}
-	lines, ds := c.next(3)
-	for _, l := range lines {
-		e.say("node2 got %s", l)
-	}
+	ds := e.take(c, "node2", 3)
 	// Publishes in flight across the kill, to a second queue led by node 1.
 	fq := e.name("fq")
 	e.say("declare on node1: %s", e.declare(0, fq, true, false, amqp.Table{"x-queue-type": "quorum"}))
@@ -612,10 +596,7 @@ func quorumLeaderKilled(e *env) {
 	e.say("publish on node3 after the kill: %s", e.publish(2, "", q, true, "k4", "k5"))
 	// What the consumer sees: a cancel, redeliveries, or the new
 	// messages only.
-	lines, more := c.next(2)
-	for _, l := range lines {
-		e.say("node2 got %s", l)
-	}
+	more := e.take(c, "node2", 2)
 	e.say("then: %s", c.quiet())
 	for _, d := range append(ds, more...) {
 		if err := d.Ack(false); err != nil {
@@ -663,10 +644,7 @@ func quorumDeleteMember(e *env) {
 	if c == nil {
 		return
 	}
-	lines, ds := c.next(3)
-	for _, l := range lines {
-		e.say("node3 got %s", l)
-	}
+	ds := e.take(c, "node3", 3)
 	e.say("then: %s", c.quiet())
 	e.say("passive on node1: %s", e.eventually(func() string { return e.passive(0, q) },
 		func(s string) bool { return s == "ok messages=2 consumers=1" }))
@@ -682,10 +660,7 @@ func quorumDeleteMember(e *env) {
 	for _, d := range ds {
 		e.say("ack %s: %s", d.Body, outcome(d.Ack(false)))
 	}
-	lines, more := c.next(2)
-	for _, l := range lines {
-		e.say("node3 got %s", l)
-	}
+	more := e.take(c, "node3", 2)
 	for _, d := range more {
 		e.say("ack %s: %s", d.Body, outcome(d.Ack(false)))
 	}
@@ -695,10 +670,7 @@ func quorumDeleteMember(e *env) {
 			func(s string) bool { return s == "ok messages=0 consumers=1" }))
 	}
 	e.say("publish on node2 after the removal: %s", e.publish(1, "", q, true, "k6"))
-	lines, more = c.next(1)
-	for _, l := range lines {
-		e.say("node3 got %s", l)
-	}
+	more = e.take(c, "node3", 1)
 	for _, d := range more {
 		e.say("ack %s: %s", d.Body, outcome(d.Ack(false)))
 	}

@@ -311,6 +311,16 @@ func (e *env) consume(i int, queue string, prefetch int, args amqp.Table) (*cons
 
 // next returns the next n deliveries (fewer if they do not come within
 // deliverWait), each as a transcript line, and the deliveries.
+// take takes n deliveries from c as next does and writes each to the
+// transcript as "NODE got ...".
+func (e *env) take(c *consumer, node string, n int) []amqp.Delivery {
+	lines, ds := c.next(n)
+	for _, l := range lines {
+		e.say("%s got %s", node, l)
+	}
+	return ds
+}
+
 func (c *consumer) next(n int) ([]string, []amqp.Delivery) {
 	var lines []string
 	var ds []amqp.Delivery
