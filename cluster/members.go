@@ -369,7 +369,9 @@ func (n *Node) probe() (down, lost []string) {
 	defer m.mu.Unlock()
 	for i, s := range cfg.Servers {
 		if refused[i] {
-			if _, ok := m.lastSeen[string(s.ID)]; ok {
+			// Unless it answered since the round began (a handshake
+			// of its new process).
+			if seen, ok := m.lastSeen[string(s.ID)]; ok && !seen.After(now) {
 				delete(m.lastSeen, string(s.ID))
 				m.lostAt[string(s.ID)] = now
 				lost = append(lost, string(s.ID))
