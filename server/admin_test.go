@@ -11,6 +11,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/internal/amqpopen"
 	"github.com/warrenmq/warren/server"
 	"github.com/warrenmq/warren/server/servertest"
 )
@@ -30,15 +31,11 @@ func startAdminBrokerConfig(t *testing.T, cfg server.Config) (*server.Server, st
 
 func adminDial(t *testing.T, url string) (*amqp091.Connection, *amqp091.Channel) {
 	t.Helper()
-	c, err := amqp091.Dial(url)
+	c, ch, err := amqpopen.Channel(func() (*amqp091.Connection, error) { return amqp091.Dial(url) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	return c, ch
 }
 

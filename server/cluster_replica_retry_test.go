@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/amqpopen"
 	"github.com/warrenmq/warren/internal/testaddr"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue/quorum"
@@ -44,15 +45,11 @@ func (n *replicaNode) stop(t *testing.T) {
 // the test ends.
 func (n *replicaNode) channel(t *testing.T) *amqp091.Channel {
 	t.Helper()
-	c, err := amqp091.Dial(n.url)
+	c, ch, err := amqpopen.Channel(func() (*amqp091.Connection, error) { return amqp091.Dial(n.url) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	return ch
 }
 
