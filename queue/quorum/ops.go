@@ -30,42 +30,55 @@ func (q *Queue) AddConsumer(o queue.ConsumeOptions) error {
 		credit = unlimitedCredit
 	}
 	lc := &local{key: key, tag: o.Tag, c: o.Consumer, noAck: o.NoAck, prefetch: credit, priority: o.Priority, exclusive: o.Exclusive}
-	q.consumers[key] = lc
-	if q.attaching == nil {
-		q.attaching = map[uint64]bool{}
-	}
-	q.attaching[key] = true
+	q.register(lc)
 	q.mu.Unlock()
-	_, err := q.attach(lc)
-	q.mu.Lock()
-	delete(q.attaching, key)
-	if err != nil {
-		delete(q.consumers, key)
-	}
-	q.mu.Unlock()
-	if err != nil {
+	if _, err := q.attachNew(lc); err != nil {
 		if err == errClosed {
 			return queue.ErrDeleted
 		}
-		// Timed out: the attach may still be applied; then this undoes
-		// it (else it is a no-op), so that no consumer stays attached
-		// that no channel has.
-		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
 		return err
 	}
 	q.use()
 	return nil
 }
 
-// attach proposes lc's attach and waits for it to be applied.
-func (q *Queue) attach(lc *local) (result, error) {
-	return q.call(opAttach, func(e *encoder) {
-		e.u64(lc.key)
+// register makes lc this node's consumer under lc.key, its attach on
+// its way (attaching). Call with mu held.
+func (q *Queue) register(lc *local) {
+	q.consumers[lc.key] = lc
+	if q.attaching == nil {
+		q.attaching = map[uint64]bool{}
+	}
+	q.attaching[lc.key] = true
+}
+
+// attachNew attaches lc, registered (register), and waits for it. If
+// that fails, lc is unregistered and its attach undone: one that timed
+// out may still be applied, and its detach then undoes it (else it is a
+// no-op), so that no consumer stays attached that no channel has. gone:
+// lc was removed meanwhile (RemoveConsumer cancelled its key).
+func (q *Queue) attachNew(lc *local) (gone bool, err error) {
+	key := lc.key
+	_, err = q.call(opAttach, func(e *encoder) {
+		e.u64(key)
 		e.str(q.typ.cfg.NodeID)
 		e.u32(uint32(lc.prefetch))
 		e.u32(uint32(int32(lc.priority)))
 		e.u8(b2u(lc.exclusive))
 	})
+	q.mu.Lock()
+	delete(q.attaching, key)
+	if err != nil {
+		gone = q.consumers[key] != lc
+		if !gone {
+			delete(q.consumers, key)
+		}
+	}
+	q.mu.Unlock()
+	if err != nil && !gone && err != errClosed {
+		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
+	}
+	return gone, err
 }
 
 // errDetachedLive is what the log says of a consumer reattach.
@@ -91,33 +104,16 @@ func (q *Queue) reattach(old uint64) {
 	q.nextKey++
 	lc.key = q.pid + q.nextKey
 	lc.held, lc.blocked = nil, false // the detach gave it back; the new key is not blocked
-	key := lc.key
-	q.consumers[key] = lc
-	if q.attaching == nil {
-		q.attaching = map[uint64]bool{}
-	}
-	q.attaching[key] = true
+	q.register(lc)
 	q.mu.Unlock()
 	q.typ.logErr(errDetachedLive, fmt.Sprintf("quorum queue %q: consumer %q: attaching it again", q.decl.Name, lc.tag))
-	_, err := q.attach(lc)
-	q.mu.Lock()
-	delete(q.attaching, key)
+	gone, err := q.attachNew(lc)
 	if err == nil {
-		q.mu.Unlock()
 		return
 	}
-	gone := q.consumers[key] != lc
-	if !gone {
-		delete(q.consumers, key)
-	}
+	q.mu.Lock()
 	stopped := q.deleted || q.stopped
 	q.mu.Unlock()
-	if !gone && err != errClosed {
-		// Timed out or refused: a timed-out attach may still be applied;
-		// then this undoes it (else it is a no-op), as AddConsumer's. (A
-		// consumer removed meanwhile had its key cancelled.)
-		q.propose(opDetach, func(e *encoder) { e.u64(key) }, nil)
-	}
 	if gone || stopped {
 		return
 	}
