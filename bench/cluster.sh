@@ -45,6 +45,11 @@
 #                   (% of a core) and RSS at rest, 10 s after the last
 #                   declare, over IDLE_DUR=20 seconds
 #   PPROF_PORT=p    Warren nodes serve Go profiles on 127.0.0.1:p..p+2
+#   IOSTALL=1       each throughput round also runs bench/iostall (one
+#                   writer, a sync each ms, for 3 s from 3 s in): the
+#                   disk's stalls under that broker's load, logged with
+#                   the round; and warren-perf writes each round's
+#                   confirms to OUT/LABEL-ROUND.trace (--confirm-trace)
 # It never touches the RabbitMQ on 5672: its nodes have their own names
 # (wbench1..3@host), ports, data and log dirs, plugins file and erlang
 # cookie (HOME is a directory of its own while it runs rabbitmqctl).
@@ -81,7 +86,7 @@ BIN=$OUT/bin
 mkdir -p "$BIN"
 log "building warren, warren-perf, failover into $BIN"
 (cd "$ROOT" && go build -o "$BIN/warren" ./cmd/warren && go build -o "$BIN/warren-perf" ./cmd/warren-perf &&
-	go build -o "$BIN/failover" ./bench/failover) || { log "build failed"; exit 1; }
+	go build -o "$BIN/failover" ./bench/failover && go build -o "$BIN/iostall" ./bench/iostall) || { log "build failed"; exit 1; }
 [[ -n ${WARREN_BIN:-} ]] && cp "$WARREN_BIN" "$BIN/warren"
 
 PIDS=() # every OS process this script started (beam.smp pids too)
@@ -114,10 +119,20 @@ perf() {
 		# in its own time).
 		"$BIN/failover" --declare-url "$u1" --urls "$u1,$u2" --queue "cb-$label-$r-0" --queue-type "$qt" --declare-only \
 			2>"$OUT/$label-$r.declare.err" || log "$label round $r: $(tail -1 "$OUT/$label-$r.declare.err")"
+		local trace=() stall=
+		if [[ ${IOSTALL:-0} == 1 ]]; then
+			trace=(--confirm-trace "$OUT/$label-$r.trace")
+			(sleep 3 && "$BIN/iostall" -writers 1 -pace 1ms -duration 3s -dir "$OUT" >"$OUT/$label-$r.iostall" 2>&1) &
+			stall=$!
+		fi
 		"$BIN/warren-perf" --url "$u1" --consumer-url "$u2" --queue-prefix "cb-$label-$r" --queue-type "$qt" --predeclared \
 			--size 1024 --persistent --confirm "$CONFIRM" --producers 1 --consumers 1 --prefetch 200 $LEAN_ARGS \
-			--multi-ack-every 50 --duration "${DUR}s" --drain-timeout 30s --quiet --json "$OUT/$label-$r.json" >/dev/null 2>"$OUT/$label-$r.err" ||
+			--multi-ack-every 50 --duration "${DUR}s" --drain-timeout 30s --quiet --json "$OUT/$label-$r.json" "${trace[@]}" >/dev/null 2>"$OUT/$label-$r.err" ||
 			log "$label round $r: warren-perf failed: $(tail -1 "$OUT/$label-$r.err")"
+		if [[ -n $stall ]]; then
+			wait "$stall"
+			log "$label round $r iostall: $(head -1 "$OUT/$label-$r.iostall"); $(tail -1 "$OUT/$label-$r.iostall")"
+		fi
 		[[ -s $OUT/$label-$r.json ]] && log "$label round $r: $(jq -c '{confirm_rate, p99c: .confirm_latency_ms.p99, p99: .latency_ms.p99, lost, errors}' "$OUT/$label-$r.json")"
 	done
 	local rate p99c p99 lost

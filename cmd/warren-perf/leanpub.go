@@ -165,7 +165,7 @@ func (r *runner) readConfirms(c *leanConn, ps *producerState, sem chan struct{})
 	settle := func(tag uint64, ack bool) {
 		if n := uint64(len(ps.sentAt)); n > 0 {
 			if at := ps.sentAt[(tag-1)%n].Load(); at > 0 {
-				ps.confirmLat.record(time.Now().UnixNano() - at)
+				ps.confirmedAt(at, time.Now().UnixNano(), r.cfg.ConfirmTrace != "")
 			}
 		}
 		if ack {

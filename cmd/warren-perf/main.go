@@ -91,6 +91,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.BoolVar(&c.Predeclared, "predeclared", false, "do not declare or delete queues/exchanges")
 	fs.BoolVar(&c.Keep, "keep", false, "do not delete what was declared")
 	fs.StringVar(&c.JSONFile, "json", "", "also write the final JSON summary to FILE")
+	fs.StringVar(&c.ConfirmTrace, "confirm-trace", "", "write every confirm to FILE: producer, publish time (Unix ns), latency (µs), in publish order (--confirm)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this client (go tool pprof) to FILE")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "broker pid: report its CPU seconds and peak RSS from /proc")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "after publishing stops, wait at most this long for confirms and deliveries")

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +153,34 @@ func TestEndToEnd(t *testing.T) {
 			"--confirm", "50", "--prefetch", "50", "--multi-ack-every", "10", "--duration", "500ms", "--count", "20000")
 		if s.Confirmed != s.Sent || s.OutOfOrder != 0 {
 			t.Fatalf("confirmed %d sent %d ooo %d", s.Confirmed, s.Sent, s.OutOfOrder)
+		}
+	})
+	t.Run("confirm-trace", func(t *testing.T) {
+		// Every confirm of both lean producers, in publish order.
+		file := filepath.Join(t.TempDir(), "trace")
+		s := runAgainst(t, url, "--producers", "2", "--consumers", "1", "--size", "100", "--confirm", "20",
+			"--lean-publisher", "--count", "300", "--duration", "5s", "--auto-ack", "--confirm-trace", file)
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if int64(len(lines)) != s.Confirmed || s.Confirmed != 600 {
+			t.Fatalf("%d trace lines, %d confirmed (600 sent)", len(lines), s.Confirmed)
+		}
+		var last int64
+		producers := map[int]int{}
+		for _, l := range lines {
+			var p int
+			var sent, took int64
+			if _, err := fmt.Sscan(l, &p, &sent, &took); err != nil || sent < last || took < 0 {
+				t.Fatalf("line %q after send time %d: %v", l, last, err)
+			}
+			last = sent
+			producers[p]++
+		}
+		if producers[0] != 300 || producers[1] != 300 {
+			t.Fatalf("confirms per producer %v, want 300 each", producers)
 		}
 	})
 	t.Run("fanout", func(t *testing.T) {

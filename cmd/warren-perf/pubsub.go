@@ -47,7 +47,7 @@ func (r *runner) produce(ctx, pubCtx context.Context, ps *producerState, end *ti
 					continue
 				}
 				if at := ps.sentAt[(c.DeliveryTag-1)%uint64(len(ps.sentAt))].Load(); at > 0 {
-					ps.confirmLat.record(time.Now().UnixNano() - at)
+					ps.confirmedAt(at, time.Now().UnixNano(), r.cfg.ConfirmTrace != "")
 				}
 				if c.Ack {
 					ps.confirmed.set(uint32(c.DeliveryTag - 1))

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,6 +46,7 @@ type Config struct {
 	Keep            bool          `json:"keep,omitempty"`
 	JSONFile        string        `json:"-"`
 	CPUProfile      string        `json:"-"`
+	ConfirmTrace    string        `json:"-"`
 	BrokerPID       int           `json:"broker_pid,omitempty"`
 	DrainTimeout    time.Duration `json:"-"`
 	ConsumerDelay   time.Duration `json:"-"`
@@ -191,6 +195,22 @@ type producerState struct {
 	// outstanding ones); confirmLat is read after the listener ends.
 	sentAt     []atomic.Int64
 	confirmLat histogram
+	// trace holds every confirm (--confirm-trace), appended by the
+	// confirm listener, read after it ends.
+	trace []confirmAt
+}
+
+// confirmAt is one confirm of --confirm-trace: when its publish was sent
+// (Unix ns) and how long its confirm took.
+type confirmAt struct{ sent, took int64 }
+
+// confirmed records a confirm that arrived now for a publish sent at
+// (Unix ns).
+func (ps *producerState) confirmedAt(at, now int64, trace bool) {
+	ps.confirmLat.record(now - at)
+	if trace {
+		ps.trace = append(ps.trace, confirmAt{at, now - at})
+	}
 }
 
 type consumerState struct {
@@ -545,6 +565,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	sum.ConfirmLatencyMs.P50 = ms(conf.percentile(50))
 	sum.ConfirmLatencyMs.P99 = ms(conf.percentile(99))
 	sum.ConfirmLatencyMs.Max = ms(conf.max)
+	if cfg.ConfirmTrace != "" {
+		if err := r.writeConfirmTrace(cfg.ConfirmTrace); err != nil {
+			fmt.Fprintln(os.Stderr, "warren-perf: --confirm-trace:", err)
+		}
+	}
 	if known && cfg.Consumers > 0 && consumersStarted.Load() {
 		lost := r.countLost(merged)
 		sum.Expected = &expected
@@ -777,4 +802,35 @@ func (r *runner) countLostIn(got map[uint64]*bitset, counts func(tq int) bool) i
 		}
 	}
 	return lost
+}
+
+// writeConfirmTrace writes every producer's confirms to file, one line
+// each, in the order they were published: the producer, the publish's
+// time (Unix ns) and its confirm's latency in microseconds. Stalls show
+// as runs of slow confirms; their spacing tells a periodic cause.
+func (r *runner) writeConfirmTrace(file string) error {
+	type rec struct {
+		p int
+		confirmAt
+	}
+	var all []rec
+	for i, ps := range r.producers {
+		for _, c := range ps.trace {
+			all = append(all, rec{i, c})
+		}
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a].sent < all[b].sent })
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, c := range all {
+		fmt.Fprintf(w, "%d %d %d\n", c.p, c.sent, c.took/int64(time.Microsecond))
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
