@@ -115,6 +115,38 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 		binary.BigEndian.PutUint64(req, gid)
 		return n.Call(ctx, node, "quorum.apply", append(req, data...))
 	}
+	c.Holds = func(ctx context.Context, node string, gid uint64, keys []uint64) ([]uint64, error) {
+		n := s.cluster
+		if n == nil {
+			return nil, errClusterDown
+		}
+		resp, err := n.Call(ctx, node, "quorum.holds", encodeUint64s(append([]uint64{gid}, keys...)))
+		if err != nil {
+			return nil, err
+		}
+		return decodeUint64s(resp)
+	}
+}
+
+// encodeUint64s and decodeUint64s: quorum.holds' request (the group id,
+// then consumer keys) and answer (keys), 8 bytes each, big-endian.
+func encodeUint64s(vs []uint64) []byte {
+	b := make([]byte, 0, 8*len(vs))
+	for _, v := range vs {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func decodeUint64s(b []byte) ([]uint64, error) {
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("%d bytes: not a list of 8-byte numbers", len(b))
+	}
+	vs := make([]uint64, 0, len(b)/8)
+	for ; len(b) > 0; b = b[8:] {
+		vs = append(vs, binary.BigEndian.Uint64(b))
+	}
+	return vs, nil
 }
 
 // startQuorumCluster serves forwarded entries and starts the leaders'
@@ -134,6 +166,15 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		return nil, nil
 	})
 	n.Handle("quorum.member", s.whenReady(s.handleMember))
+	// A leader asks which consumers of a group this node still holds
+	// (quorum.Type.Holds); only once ready: its replicas are open then.
+	n.Handle("quorum.holds", s.whenReady(func(_ context.Context, _ string, req []byte) ([]byte, error) {
+		vs, err := decodeUint64s(req)
+		if err != nil || len(vs) == 0 {
+			return nil, fmt.Errorf("quorum.holds: %d bytes: want a group id and keys", len(req))
+		}
+		return encodeUint64s(s.quorum.Holds(vs[0], vs[1:])), nil
+	}))
 	n.Handle("quorum.stat", s.whenReady(s.handleQuorumStat))
 	s.clusterWG.Add(1)
 	go func() {

@@ -166,13 +166,21 @@ func (t *Type) LeaderCounts(group uint64) (ready, consumers int, leader string, 
 // that comes back attaches new ones before every leader has heard from
 // it again, and reattaches nothing of before (its own reset detaches
 // those). A detach that arrives late names the consumers it meant.
+// The consumers of running nodes that are not voters are asked about
+// (askOrphans).
 func (q *Queue) DetachDown(running func(node string) bool) {
+	q.detachDown(running, time.Now())
+}
+
+// detachDown is DetachDown at now (the orphans' clock; tests pass theirs).
+func (q *Queue) detachDown(running func(node string) bool, now time.Time) {
 	if q.r.State() != raft.Leader {
 		q.mu.Lock()
-		q.downKeys = nil
+		q.downKeys, q.orphans = nil, nil
 		q.mu.Unlock()
 		return
 	}
+	defer q.askOrphans(running, now)
 	var keys []uint64
 	q.mu.Lock()
 	if q.downKeys == nil {
@@ -419,6 +427,7 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 	q.deleted = true
 	keep := q.membersHave(FeatureKeepOnLeave)
 	var refs []queue.ConsumerRef
+	var kept []uint64 // its consumers that keep deliveries (Type.Holds)
 	for key, lc := range q.consumers {
 		refs = append(refs, queue.ConsumerRef{Tag: lc.tag, Consumer: lc.c})
 		if !keep {
@@ -440,9 +449,13 @@ func (q *Queue) Leave() []queue.ConsumerRef {
 			}
 		}
 		q.propose(opLeave, func(e *encoder) { e.u64(key); e.ids(ids) }, nil)
+		kept = append(kept, key)
 	}
 	q.consumers = map[uint64]*local{}
 	q.mu.Unlock()
+	for _, key := range kept {
+		q.typ.keep(q.gid, key)
+	}
 	others := q.otherMembers()
 	q.pmu.Lock()
 	q.leaving = true

@@ -3,6 +3,7 @@ package quorum
 import (
 	"runtime"
 	"strconv"
+	"time"
 )
 
 // Leaderless is how many of q's batches no leader took by their
@@ -122,3 +123,19 @@ func Term(q *Queue) uint64 {
 // LedTerm is the term in which q's replica last knew node as its leader
 // (0: never), cluster.Campaign's lostTerm.
 func LedTerm(q *Queue, node string) uint64 { return q.ledTerm(node) }
+
+// DetachDownAt is q.DetachDown with the orphans' clock at now.
+func DetachDownAt(q *Queue, running func(node string) bool, now time.Time) {
+	q.detachDown(running, now)
+}
+
+// AskingOrphans reports whether q's leader has questions about orphans
+// out (askOrphans).
+func AskingOrphans(q *Queue) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.askingOrphans
+}
+
+// OrphanGrace is orphanGrace.
+const OrphanGrace = orphanGrace

@@ -84,6 +84,12 @@ type Queue struct {
 	idle      *time.Timer
 	reader    entryReader // the log entry messages were read back from last
 
+	// orphans: consumers of running nodes that are not voters, by key,
+	// with when this leader last asked (or first saw them); askingOrphans
+	// while a round of questions is out (askOrphans).
+	orphans       map[uint64]time.Time
+	askingOrphans bool
+
 	nudger  cluster.Nudger // a replicated group's followers hear of what is applied at once
 	compact compactor      // snapshots sooner while the queue is near empty (compact.go)
 	// early: the leader's entries are stored early (floorLog.StoreLogs);

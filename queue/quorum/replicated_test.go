@@ -42,6 +42,8 @@ type replicas struct {
 	hung    map[string]bool
 	hungIn  chan struct{}
 	hungErr chan error
+	// holdsAsked counts the types' Config.Holds questions answered.
+	holdsAsked atomic.Int64
 }
 
 func newReplicas(t *testing.T, names ...string) *replicas {
@@ -102,6 +104,14 @@ func (r *replicas) start(n string) {
 			return addr, tr, nil
 		},
 		Addr: func(node string) (raft.ServerAddress, bool) { return raft.ServerAddress(node), true },
+		Holds: func(ctx context.Context, node string, gid uint64, keys []uint64) ([]uint64, error) {
+			typ := r.typ(node)
+			if typ == nil {
+				return nil, fmt.Errorf("node %s is down", node)
+			}
+			defer r.holdsAsked.Add(1)
+			return typ.Holds(gid, keys), nil
+		},
 		Forward: func(ctx context.Context, node string, gid uint64, data []byte) ([]byte, error) {
 			r.mu.Lock()
 			typ, hung := r.types[node], r.hung[node]
@@ -864,6 +874,58 @@ func TestReplicatedLeaveKeepsDeliveries(t *testing.T) {
 	waitUntil(t, "m2 redelivered on a", func() bool { return onA.Len() == 1 })
 	if e := onA.Take()[0]; string(e.Msg.Body) != "m2" || !e.Redelivered {
 		t.Fatalf("after c's restart a got %q redelivered=%v, want m2 redelivered", e.Msg.Body, e.Redelivered)
+	}
+	if hs := qs["a"].ConsumerHolds(); len(hs) != 1 || hs[0].Node != "a" {
+		t.Fatalf("consumers on a: %+v, want a's alone", hs)
+	}
+}
+
+// A leader that did not see the node of a consumer that kept its
+// deliveries on leaving (opLeave) restart asks that node, once the
+// consumer has been a non-voter's for OrphanGrace, whether it still holds
+// it: while its process runs it does (its channel may settle them yet),
+// and nothing moves; its new process holds none, and the consumer is
+// detached, what it held delivered again.
+func TestReplicatedLeftConsumerOfRestartedNodeDetached(t *testing.T) {
+	r, qs, _ := leaveHolding(t, false)
+	waitUntil(t, "c stopped", func() bool { return qs["c"].Replica().State == "Shutdown" })
+	onA := queuetest.NewRecorder(100, false)
+	if err := qs["a"].AddConsumer(queue.ConsumeOptions{Tag: "a", Consumer: onA, Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	running := func(string) bool { return true }
+	// ask runs the leader's check at now and waits for its answers.
+	ask := func(now time.Time) {
+		t.Helper()
+		asked := r.holdsAsked.Load()
+		quorum.DetachDownAt(qs["a"], running, now)
+		waitUntil(t, "c asked", func() bool { return r.holdsAsked.Load() > asked && !quorum.AskingOrphans(qs["a"]) })
+	}
+	t0 := time.Now()
+	quorum.DetachDownAt(qs["a"], running, t0) // first seen: not asked yet
+	if quorum.AskingOrphans(qs["a"]) || r.holdsAsked.Load() != 0 {
+		t.Fatal("asked about c's consumer at once, before OrphanGrace")
+	}
+	ask(t0.Add(quorum.OrphanGrace))
+	publishWait(t, qs["a"], "m3")
+	waitUntil(t, "m3 delivered on a", func() bool { return onA.Len() >= 1 })
+	if got := queuetest.Bodies(onA.Take()); !slices.Equal(got, []string{"m3"}) {
+		t.Fatalf("a's consumer got %v, want m3 alone: c's running process still holds m0 to m2", got)
+	}
+
+	// c restarts; a does not hear of it (no NodeRestarted).
+	r.stop("c")
+	r.start("c")
+	ask(t0.Add(2 * quorum.OrphanGrace))
+	waitUntil(t, "m0 to m2 redelivered on a", func() bool { return onA.Len() == 3 })
+	got := onA.Take()
+	if bodies := queuetest.Bodies(got); !slices.Equal(bodies, []string{"m0", "m1", "m2"}) {
+		t.Fatalf("after c's restart a got %v, want m0 to m2", bodies)
+	}
+	for _, e := range got {
+		if !e.Redelivered {
+			t.Fatalf("%q delivered again without the redelivered flag", e.Msg.Body)
+		}
 	}
 	if hs := qs["a"].ConsumerHolds(); len(hs) != 1 || hs[0].Node != "a" {
 		t.Fatalf("consumers on a: %+v, want a's alone", hs)

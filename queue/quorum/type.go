@@ -67,6 +67,10 @@ type Config struct {
 	// Forward sends an entry to the group's leader on node, which applies
 	// it (Type.Forwarded there); nil: entries are proposed here only.
 	Forward func(ctx context.Context, node string, group uint64, data []byte) ([]byte, error)
+	// Holds asks node which of keys, its consumers of group, it still
+	// holds (Type.Holds there); a leader detaches the others of a node
+	// that is not a voter (askOrphans). nil: never asked.
+	Holds func(ctx context.Context, node string, group uint64, keys []uint64) ([]uint64, error)
 	// Timeouts for raft (HeartbeatTimeout, ElectionTimeout and the leader
 	// lease; default 1s, as raft's). A one-voter group elects itself at
 	// once when new, after one timeout at a restart.
@@ -116,6 +120,10 @@ type Type struct {
 	// leaving: replicas stopping after Leave, by group id, each closed
 	// once its data is gone; a replica of the same group waits for it.
 	leaving map[uint64]chan struct{}
+	// kept: by group, the consumers this node's replica kept as it left
+	// the group (opLeave), which it holds until this process ends
+	// (Holds).
+	kept map[uint64]map[uint64]bool
 
 	// The replicas' leader changes (watchLeaders): observed on obs, by
 	// the raft whose queue is in byRaft; obsStop ends the watcher.
