@@ -456,6 +456,7 @@ var jepsenScenarios = []struct {
 	{"KillAll", false, false, killAll},
 	{"RollingRestart", false, false, rollingRestart},
 	{"MembershipChanges", false, false, membershipChanges},
+	{"RandomFaults", true, true, randomFaults},
 }
 
 // kindsName names a set of kinds: "classic+quorum".
