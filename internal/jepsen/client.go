@@ -109,6 +109,7 @@ func (p *Publisher) session(ctx context.Context, t Target) error {
 	}
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, p.Window+1))
 	returns := ch.NotifyReturn(make(chan amqp091.Return, p.Window+1))
+	ended := endings(conn, ch)
 	pending := map[uint64]string{}
 	returned := map[string]bool{}
 	defer func() {
@@ -180,7 +181,7 @@ func (p *Publisher) session(ctx context.Context, t Target) error {
 				select {
 				case c, ok := <-confirms:
 					if !ok {
-						return errors.New("channel closed")
+						return ended()
 					}
 					settle(c)
 				default:
@@ -195,7 +196,7 @@ func (p *Publisher) session(ctx context.Context, t Target) error {
 		select {
 		case c, ok := <-confirms:
 			if !ok {
-				return errors.New("channel closed")
+				return ended()
 			}
 			settle(c)
 		case <-stopAt:
@@ -237,6 +238,7 @@ func (c *Consumer) session(ctx context.Context, t Target) error {
 	if err := ch.Qos(c.Prefetch, 0, false); err != nil {
 		return err
 	}
+	ended := endings(conn, ch)
 	ds, err := ch.Consume(c.Queue, c.Name, false, false, false, false, nil)
 	if err != nil {
 		return err
@@ -245,7 +247,7 @@ func (c *Consumer) session(ctx context.Context, t Target) error {
 		select {
 		case d, ok := <-ds:
 			if !ok {
-				return errors.New("consumer cancelled or channel closed")
+				return ended()
 			}
 			i := c.History.Deliver(Delivery{ID: string(d.Body), Consumer: c.Name, Node: t.Node,
 				Redelivered: d.Redelivered, Count: deliveryCount(d.Headers)})
@@ -254,6 +256,29 @@ func (c *Consumer) session(ctx context.Context, t Target) error {
 			}
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// endings watches how a session can end, and returns what says which
+// did once its deliveries or confirms stopped: the broker's basic.cancel,
+// the channel's or the connection's close (with the broker's reason, or
+// the client's own, as a missed heartbeat), each told by amqp091-go
+// about when it closes the deliveries.
+func endings(conn *amqp091.Connection, ch *amqp091.Channel) func() error {
+	connClosed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	chClosed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
+	return func() error {
+		select {
+		case tag := <-cancelled:
+			return fmt.Errorf("consumer %q cancelled by the broker", tag)
+		case err := <-chClosed:
+			return fmt.Errorf("channel closed: %v", err)
+		case err := <-connClosed:
+			return fmt.Errorf("connection closed: %v", err)
+		case <-time.After(time.Second):
+			return errors.New("deliveries ended, and neither a cancel nor a close was told")
 		}
 	}
 }

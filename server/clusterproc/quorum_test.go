@@ -365,7 +365,11 @@ func (c *procCluster) mgmtCall(nd *node, method, path, body string) (int, string
 	req, _ := http.NewRequest(method, "http://"+nd.mgmtAddr+path, strings.NewReader(body))
 	req.SetBasicAuth("guest", "guest")
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	// Through nd's network namespace, if it has one (its address is
+	// not the host's then).
+	hc := c.httpClient(nd)
+	hc.Timeout = time.Minute
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
