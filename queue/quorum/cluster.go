@@ -228,16 +228,28 @@ func (q *Queue) detachDown(running func(node string) bool, now time.Time) {
 			keys = append(keys, c.key)
 		}
 	}
+	q.markDetaching(keys)
+	q.mu.Unlock()
+	for _, node := range gets {
+		q.propose(opReturnGets, func(e *encoder) { e.str(node) }, nil)
+	}
+	q.proposeDetach(keys)
+}
+
+// markDetaching notes that this leader detaches keys (q.detaching), so
+// that it does not propose their detach again meanwhile. Under q.mu.
+func (q *Queue) markDetaching(keys []uint64) {
 	if q.detaching == nil {
 		q.detaching = map[uint64]bool{}
 	}
 	for _, k := range keys {
 		q.detaching[k] = true
 	}
-	q.mu.Unlock()
-	for _, node := range gets {
-		q.propose(opReturnGets, func(e *encoder) { e.str(node) }, nil)
-	}
+}
+
+// proposeDetach proposes the detach of each of keys (marked by
+// markDetaching), each unmarked once its entry is done.
+func (q *Queue) proposeDetach(keys []uint64) {
 	for _, k := range keys {
 		key := k
 		q.propose(opDetach, func(e *encoder) { e.u64(key) }, &waiter{done: func(error) {

@@ -142,21 +142,9 @@ func (q *Queue) askOrphans(running func(node string) bool, now time.Time) {
 			q.typ.logErr(fmt.Errorf("%d consumers of node %s", len(gone), node),
 				fmt.Sprintf("quorum queue %q: consumers their node no longer holds detached (what they held is delivered again)", q.decl.Name))
 			q.mu.Lock()
-			if q.detaching == nil {
-				q.detaching = map[uint64]bool{}
-			}
-			for _, k := range gone {
-				q.detaching[k] = true
-			}
+			q.markDetaching(gone)
 			q.mu.Unlock()
-			for _, k := range gone {
-				key := k
-				q.propose(opDetach, func(e *encoder) { e.u64(key) }, &waiter{done: func(error) {
-					q.mu.Lock()
-					delete(q.detaching, key)
-					q.mu.Unlock()
-				}})
-			}
+			q.proposeDetach(gone)
 		}
 	}()
 }

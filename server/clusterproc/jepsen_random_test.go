@@ -35,50 +35,48 @@ func randomFaults(t *testing.T, c *procCluster, kinds []queueKind, sc scale) {
 	r.progress(50)
 	// between draws a duration in [d/2, 3d/2).
 	between := func(d time.Duration) time.Duration { return d/2 + time.Duration(rng.Int63n(int64(d))) }
+	// A fault: what it is called, how it starts and ends on node v (w
+	// is another node), and how long it lasts at most (scale.fault or
+	// scale.down).
+	type fault struct {
+		name      func(v, w *node) string
+		cut, mend func(v, w *node)
+		hold      time.Duration
+	}
+	faults := []fault{
+		{func(v, _ *node) string { return "kill -9 " + v.name },
+			func(v, _ *node) { c.kill(v) }, func(v, _ *node) { c.restart(v) }, sc.down},
+		{func(v, _ *node) string { return "SIGSTOP " + v.name },
+			func(v, _ *node) { c.pause(v) }, func(v, _ *node) { c.resume(v) }, sc.fault},
+		{func(v, _ *node) string { return "cut " + v.name + " off" },
+			func(v, _ *node) {
+				if err := c.net.Isolate(v.i); err != nil {
+					t.Fatal(err)
+				}
+			}, func(*node, *node) { c.heal() }, sc.fault},
+		{func(v, w *node) string { return "partition between " + v.name + " and " + w.name },
+			func(v, w *node) { c.partition(v, w) }, func(*node, *node) { c.heal() }, sc.fault},
+		{func(v, _ *node) string { return "SIGTERM " + v.name },
+			func(v, _ *node) {
+				// As an operator's rolling restart: once no quorum queue
+				// needs v for its majority.
+				waitFor(t, waitTimeout, v.name+" not quorum-critical", func() (bool, string) {
+					code, body := c.mgmtCall(v, "GET", "/api/health/checks/node-is-quorum-critical", "")
+					return code == 200, fmt.Sprint(code, " ", body)
+				})
+				c.stopGracefully(v, time.Minute)
+			}, func(v, _ *node) { c.restart(v) }, sc.down},
+	}
 	for round := range 3 * sc.rounds {
 		time.Sleep(between(sc.phase))
 		v := c.nodes[rng.Intn(len(c.nodes))]
 		w := c.others(v)[rng.Intn(len(c.nodes)-1)]
-		switch rng.Intn(5) {
-		case 0:
-			r.fault("round %d: kill -9 %s", round, v.name)
-			c.kill(v)
-			r.progressReplicated(20)
-			sleepFault(between(sc.down))
-			c.restart(v)
-		case 1:
-			r.fault("round %d: SIGSTOP %s", round, v.name)
-			c.pause(v)
-			r.progressReplicated(20)
-			sleepFault(between(sc.fault))
-			c.resume(v)
-		case 2:
-			r.fault("round %d: cut %s off", round, v.name)
-			if err := c.net.Isolate(v.i); err != nil {
-				t.Fatal(err)
-			}
-			r.progressReplicated(20)
-			sleepFault(between(sc.fault))
-			c.heal()
-		case 3:
-			r.fault("round %d: partition between %s and %s", round, v.name, w.name)
-			c.partition(v, w)
-			r.progressReplicated(20)
-			sleepFault(between(sc.fault))
-			c.heal()
-		case 4:
-			// As an operator's rolling restart: once no quorum queue
-			// needs v for its majority.
-			waitFor(t, waitTimeout, v.name+" not quorum-critical", func() (bool, string) {
-				code, body := c.mgmtCall(v, "GET", "/api/health/checks/node-is-quorum-critical", "")
-				return code == 200, fmt.Sprint(code, " ", body)
-			})
-			r.fault("round %d: SIGTERM %s", round, v.name)
-			c.stopGracefully(v, time.Minute)
-			r.progressReplicated(20)
-			sleepFault(between(sc.down))
-			c.restart(v)
-		}
+		f := faults[rng.Intn(len(faults))]
+		r.fault("round %d: %s", round, f.name(v, w))
+		f.cut(v, w)
+		r.progressReplicated(20)
+		sleepFault(between(f.hold))
+		f.mend(v, w)
 		r.fault("round %d: mended", round)
 		r.progress(50)
 	}
