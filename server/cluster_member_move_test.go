@@ -552,6 +552,33 @@ func TestQuorumDeleteMemberKeepsDeliveries(t *testing.T) {
 		return st.Ready == 0 && st.Unacked == 2
 	})
 
+	// The leader's question to a node that is not a voter (askOrphans,
+	// over "quorum.holds"): n3 still holds its kept consumer, and no
+	// key it never had (once its replica has finished leaving: until
+	// then it claims every key).
+	var kept uint64
+	for _, h := range lq.ConsumerHolds() {
+		if h.Node == "n3" {
+			kept = h.Key
+		}
+	}
+	if kept == 0 {
+		t.Fatalf("no consumer of n3 in the leader's machine: %+v", lq.ConsumerHolds())
+	}
+	var holds []uint64
+	waitFor(t, 20*time.Second, "n3 to hold its kept consumer alone", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := n1.srv.cluster.Call(ctx, "n3", "quorum.holds", encodeUint64s([]uint64{lq.GroupID(), kept, kept + 1}))
+		if err != nil {
+			t.Fatalf("quorum.holds to n3: %v", err)
+		}
+		if holds, err = decodeUint64s(resp); err != nil {
+			t.Fatal(err)
+		}
+		return len(holds) == 1 && holds[0] == kept
+	})
+
 	// n3 restarts (as its peers see it): m3 and m4, still held by its
 	// consumer of before, come back.
 	for _, n := range []*replicaNode{n1, n2} {
