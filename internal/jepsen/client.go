@@ -270,16 +270,31 @@ func endings(conn *amqp091.Connection, ch *amqp091.Channel) func() error {
 	chClosed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	cancelled := ch.NotifyCancel(make(chan string, 1))
 	return func() error {
-		select {
-		case tag := <-cancelled:
-			return fmt.Errorf("consumer %q cancelled by the broker", tag)
-		case err := <-chClosed:
-			return fmt.Errorf("channel closed: %v", err)
-		case err := <-connClosed:
-			return fmt.Errorf("connection closed: %v", err)
-		case <-time.After(time.Second):
-			return errors.New("deliveries ended, and neither a cancel nor a close was told")
+		// amqp091-go closes all three as the channel ends: a closed one
+		// (nothing received) tells nothing; the others may yet.
+		timeout := time.After(time.Second)
+		for cancelled != nil || chClosed != nil || connClosed != nil {
+			select {
+			case tag, ok := <-cancelled:
+				if ok {
+					return fmt.Errorf("consumer %q cancelled by the broker", tag)
+				}
+				cancelled = nil
+			case err, ok := <-chClosed:
+				if ok && err != nil {
+					return fmt.Errorf("channel closed: %v", err)
+				}
+				chClosed = nil
+			case err, ok := <-connClosed:
+				if ok && err != nil {
+					return fmt.Errorf("connection closed: %v", err)
+				}
+				connClosed = nil
+			case <-timeout:
+				return errors.New("deliveries ended, and neither a cancel nor a close was told")
+			}
 		}
+		return errors.New("deliveries ended: the channel closed without a reason")
 	}
 }
 
