@@ -224,21 +224,23 @@ func (s *Server) Close() error {
 }
 
 // Listen opens the AMQP listener, and the amqps one when configured.
-// Serve accepts on them.
+// Serve accepts on them. In a cluster the node starts first and waits
+// until it has applied the metadata log up to its start (startWait):
+// only then do its ports open, as RabbitMQ opens its listeners once it
+// has booted, so that a client meanwhile is refused and tries again (or
+// another node) instead of waiting in the listener's backlog past its
+// handshake deadline. On an error the caller closes the server (Close),
+// which stops the cluster node too.
 func (s *Server) Listen() error {
+	if err := s.startCluster(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return err
 	}
 	if err := s.listenTLS(); err != nil {
 		ln.Close()
-		return err
-	}
-	if err := s.startCluster(); err != nil {
-		ln.Close()
-		if s.tlsLn != nil {
-			s.tlsLn.Close()
-		}
 		return err
 	}
 	s.ln = ln
