@@ -204,7 +204,7 @@ type producerState struct {
 // (Unix ns) and how long its confirm took.
 type confirmAt struct{ sent, took int64 }
 
-// confirmed records a confirm that arrived now for a publish sent at
+// confirmedAt records a confirm that arrived now for a publish sent at
 // (Unix ns).
 func (ps *producerState) confirmedAt(at, now int64, trace bool) {
 	ps.confirmLat.record(now - at)
