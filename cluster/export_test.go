@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,3 +15,15 @@ func (t *GroupTransport) AnswerHeartbeatAt(target raft.ServerAddress, args *raft
 
 // HeartbeatRefresh is heartbeatRefresh.
 const HeartbeatRefresh = heartbeatRefresh
+
+// CountCalls wraps n's handler of method so that each call adds one to
+// count.
+func (n *Node) CountCalls(method string, count *atomic.Int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.handlers[method]
+	n.handlers[method] = func(ctx context.Context, from string, req []byte) ([]byte, error) {
+		count.Add(1)
+		return h(ctx, from, req)
+	}
+}

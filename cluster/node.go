@@ -346,6 +346,8 @@ func (n *Node) startMetadata() error {
 		go n.form()
 	} else {
 		n.log.Info().Msg("cluster node restarted from its stored state")
+		n.wg.Add(1)
+		go n.standAfterRestart()
 	}
 	return nil
 }
@@ -411,6 +413,14 @@ func (n *Node) registerHandlers() {
 	})
 	n.Handle("cluster.propose", n.handlePropose)
 	n.Handle("cluster.applied", n.handleApplied)
+	// A restarted member asks what this node knows of the metadata group
+	// (standAfterRestart).
+	n.Handle("cluster.view", func(context.Context, string, []byte) ([]byte, error) {
+		if !n.ready.Load() {
+			return EncodeViews([]View{{}}), nil
+		}
+		return EncodeViews([]View{ViewOf(n.meta)}), nil
+	})
 }
 
 func sortedSeeds(s []string) []string {

@@ -126,6 +126,17 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 		}
 		return decodeUint64s(resp)
 	}
+	c.Views = func(ctx context.Context, node string, gids []uint64) ([]cluster.View, error) {
+		n := s.cluster
+		if n == nil {
+			return nil, errClusterDown
+		}
+		resp, err := n.Call(ctx, node, "quorum.views", encodeUint64s(gids))
+		if err != nil {
+			return nil, err
+		}
+		return cluster.DecodeViews(resp)
+	}
 }
 
 // encodeUint64s and decodeUint64s: quorum.holds' request (the group id,
@@ -175,6 +186,17 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 		}
 		return encodeUint64s(s.quorum.Holds(vs[0], vs[1:])), nil
 	}))
+	// A replica reopened after a restart asks what this node knows of
+	// its groups (quorum.Type.Views). Not only once ready: a whole
+	// cluster's nodes reopen their replicas as they catch up, and they
+	// elect their leaders meanwhile.
+	n.Handle("quorum.views", func(_ context.Context, _ string, req []byte) ([]byte, error) {
+		gids, err := decodeUint64s(req)
+		if err != nil {
+			return nil, fmt.Errorf("quorum.views: %w", err)
+		}
+		return cluster.EncodeViews(s.quorum.Views(gids)), nil
+	})
 	n.Handle("quorum.stat", s.whenReady(s.handleQuorumStat))
 	s.clusterWG.Add(1)
 	go func() {

@@ -60,7 +60,11 @@ func (t *Type) RecoverMember(d queue.Decl, l queue.Limits, h queue.Hooks, p Plac
 	if err := t.awaitLeft(p.Group); err != nil {
 		return nil, err
 	}
-	return t.open(d, l, h, p.Group, false, &p)
+	q, err := t.open(d, l, h, p.Group, false, &p)
+	if err == nil {
+		t.awaitLeader(q)
+	}
+	return q, err
 }
 
 // Placement is the queue's replica set, nil for a one-voter group.

@@ -44,6 +44,11 @@ type replicas struct {
 	hungErr chan error
 	// holdsAsked counts the types' Config.Holds questions answered.
 	holdsAsked atomic.Int64
+	// viewsAsked counts the types' Config.Views questions answered.
+	viewsAsked atomic.Int64
+	// blocked: raft's messages from one node to another are dropped
+	// (block), by "from>to".
+	blocked map[string]bool
 }
 
 func newReplicas(t *testing.T, names ...string) *replicas {
@@ -97,8 +102,12 @@ func (r *replicas) start(n string) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			for peer, pt := range r.trans {
-				tr.Connect(raft.ServerAddress(peer), pt)
-				pt.Connect(addr, tr)
+				if !r.blocked[n+">"+peer] {
+					tr.Connect(raft.ServerAddress(peer), pt)
+				}
+				if !r.blocked[peer+">"+n] {
+					pt.Connect(addr, tr)
+				}
 			}
 			r.trans[n] = tr
 			return addr, tr, nil
@@ -111,6 +120,14 @@ func (r *replicas) start(n string) {
 			}
 			defer r.holdsAsked.Add(1)
 			return typ.Holds(gid, keys), nil
+		},
+		Views: func(ctx context.Context, node string, gids []uint64) ([]cluster.View, error) {
+			typ := r.typ(node)
+			if typ == nil {
+				return nil, fmt.Errorf("node %s is down", node)
+			}
+			defer r.viewsAsked.Add(1)
+			return typ.Views(gids), nil
 		},
 		Forward: func(ctx context.Context, node string, gid uint64, data []byte) ([]byte, error) {
 			r.mu.Lock()
@@ -184,6 +201,29 @@ func (r *replicas) cutOff(n string) {
 	}
 	r.mu.Unlock()
 	tn.DisconnectAll()
+}
+
+// block drops raft's messages from node from to node to, also of groups
+// opened later; unblock undoes it.
+func (r *replicas) block(from, to string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.blocked == nil {
+		r.blocked = map[string]bool{}
+	}
+	r.blocked[from+">"+to] = true
+	if tr := r.trans[from]; tr != nil {
+		tr.Disconnect(raft.ServerAddress(to))
+	}
+}
+
+func (r *replicas) unblock(from, to string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.blocked, from+">"+to)
+	if tr, pt := r.trans[from], r.trans[to]; tr != nil && pt != nil {
+		tr.Connect(raft.ServerAddress(to), pt)
+	}
 }
 
 // transport is node n's raft transport (its groups share it).

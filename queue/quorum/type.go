@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/cluster"
 	"github.com/warrenmq/warren/persist"
 	"github.com/warrenmq/warren/queue"
 	"github.com/warrenmq/warren/raftstore"
@@ -71,6 +72,12 @@ type Config struct {
 	// holds (Type.Holds there); a leader detaches the others of a node
 	// that is not a voter (askOrphans). nil: never asked.
 	Holds func(ctx context.Context, node string, group uint64, keys []uint64) ([]uint64, error)
+	// Views asks node what it knows of its replicas of groups (Type.Views
+	// there), one answer per group; a replica reopened after a restart
+	// stands for election at once when its members know no leader
+	// (restart.go, cluster.ShouldStand). nil: it waits for raft's
+	// timeouts.
+	Views func(ctx context.Context, node string, groups []uint64) ([]cluster.View, error)
 	// Timeouts for raft (HeartbeatTimeout, ElectionTimeout and the leader
 	// lease; default 1s, as raft's). A one-voter group elects itself at
 	// once when new, after one timeout at a restart.
@@ -135,6 +142,12 @@ type Type struct {
 	// bootAsked: groups whose first leader asked this node to bootstrap
 	// them at once (BootstrapNow) before its member opened, and when.
 	bootAsked map[uint64]time.Time // under mu
+
+	// restarting: replicas reopened after a restart that wait for a
+	// leader; restartLoop while electRestarted runs (restart.go). Under
+	// mu.
+	restarting  map[*Queue]*restarting
+	restartLoop bool
 }
 
 // leaveWait bounds how long a new replica waits for an old one of its
