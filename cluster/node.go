@@ -119,6 +119,7 @@ type Node struct {
 	// the start (findAdvertise dials this node itself) and look at them
 	// only when it is.
 	ready     atomic.Bool
+	asking    atomic.Bool // standAfterRestart runs (its View says so)
 	meta      *raft.Raft
 	metaTrans *GroupTransport
 	fsm       *fsm
@@ -347,6 +348,7 @@ func (n *Node) startMetadata() error {
 	} else {
 		n.log.Info().Msg("cluster node restarted from its stored state")
 		n.wg.Add(1)
+		n.asking.Store(true)
 		go n.standAfterRestart()
 	}
 	return nil
@@ -415,11 +417,11 @@ func (n *Node) registerHandlers() {
 	n.Handle("cluster.applied", n.handleApplied)
 	// A restarted member asks what this node knows of the metadata group
 	// (standAfterRestart).
-	n.Handle("cluster.view", func(context.Context, string, []byte) ([]byte, error) {
+	n.Handle("cluster.view", func(_ context.Context, from string, _ []byte) ([]byte, error) {
 		if !n.ready.Load() {
 			return EncodeViews([]View{{}}), nil
 		}
-		return EncodeViews([]View{ViewOf(n.meta)}), nil
+		return EncodeViews([]View{ViewOf(n.meta, from, n.asking.Load())}), nil
 	})
 }
 

@@ -24,17 +24,21 @@ import (
 // voters, every RestartRound, what they know (a View each). It stands
 // once none of those that have the group open knows a leader, they and
 // it are a majority of the voters, and its log is the most up to date of
-// theirs, the first in name order among equals (ShouldStand): the one
-// member that wins their votes, as raft grants a vote only to a log at
-// least as up to date as the voter's. Any member that knows a leader (the
+// theirs (ShouldStand): the one member that wins their votes, as raft
+// grants a vote only to a log at least as up to date as the voter's.
+// Among equals, one that asks too (restarted as well) comes first, then
+// name order: a member that does not ask would not stand. (A member
+// whose leader is the asker knows none: the asker's new process does
+// not lead; it restarted before that member found its old one gone.) Any member that knows a leader (the
 // node restarted alone) keeps it from standing: the leader reaches it.
 // It stands again no sooner than RestartRestand after, should the
 // election fail (a member went down meanwhile), and stops asking after
 // RestartAskFor, leaving the group to raft's timeouts.
 //
-// Not covered: a member that did not restart and stands on its own (a
-// candidate knows no leader) may be the most up to date; the restarted
-// one then leaves it to win at its next election timeout.
+// Not covered: a member that does not ask may be strictly the most up to
+// date (it did not restart, or it stands on its own already: a
+// candidate knows no leader); the restarted ones leave it to raft's
+// timeouts.
 const (
 	RestartRound   = 300 * time.Millisecond
 	RestartRestand = 2 * time.Second
@@ -45,19 +49,23 @@ const (
 // member asks.
 type View struct {
 	Open      bool   // the node has the group open
-	Leader    bool   // it knows the group's leader (itself included)
+	Leader    bool   // it knows the group's leader (itself included), not the asker
+	Asking    bool   // it is a restarted member asking too
 	LastTerm  uint64 // its log's last entry (or snapshot's)
 	LastIndex uint64
 }
 
-// ViewOf is r's View (the zero View once r is shut down).
-func ViewOf(r *raft.Raft) View {
+// ViewOf is r's View as member asker is told it (the zero View once r is
+// shut down); asking: this member asks too. A leader known here that is the asker is none: the asker
+// restarted (its new process does not lead), faster than this member
+// found its old process gone.
+func ViewOf(r *raft.Raft, asker string, asking bool) View {
 	st := r.State()
 	if st == raft.Shutdown {
 		return View{}
 	}
 	_, id := r.LeaderWithID()
-	v := View{Open: true, Leader: id != "" || st == raft.Leader}
+	v := View{Open: true, Leader: id != "" && string(id) != asker || st == raft.Leader, Asking: asking}
 	v.LastTerm, v.LastIndex = lastEntry(r)
 	return v
 }
@@ -95,8 +103,9 @@ func ShouldStand(r *raft.Raft, self string, views map[string]View) bool {
 			voters = append(voters, string(s.ID))
 		}
 	}
-	bestTerm, bestIndex := lastEntry(r)
-	best, votes, member := self, 0, false
+	best := View{Open: true, Asking: true}
+	best.LastTerm, best.LastIndex = lastEntry(r)
+	bestName, votes, member := self, 0, false
 	for _, v := range voters {
 		if v == self {
 			votes++
@@ -111,16 +120,31 @@ func ShouldStand(r *raft.Raft, self string, views map[string]View) bool {
 			return false
 		}
 		votes++
-		if view.LastTerm > bestTerm || view.LastTerm == bestTerm && (view.LastIndex > bestIndex || view.LastIndex == bestIndex && v < best) {
-			best, bestTerm, bestIndex = v, view.LastTerm, view.LastIndex
+		if before(view, v, best, bestName) {
+			best, bestName = view, v
 		}
 	}
-	return member && votes > len(voters)/2 && best == self
+	return member && votes > len(voters)/2 && bestName == self
+}
+
+// before reports whether member a (view, name) comes before b to stand:
+// its log is more up to date, or as up to date and it asks while b does
+// not, or it is first in name order.
+func before(a View, aName string, b View, bName string) bool {
+	switch {
+	case a.LastTerm != b.LastTerm:
+		return a.LastTerm > b.LastTerm
+	case a.LastIndex != b.LastIndex:
+		return a.LastIndex > b.LastIndex
+	case a.Asking != b.Asking:
+		return a.Asking
+	}
+	return aName < bName
 }
 
 // EncodeViews and DecodeViews: a list of views, three 8-byte big-endian
-// numbers each: flags (viewOpen, viewLeader), the last entry's term, its
-// index.
+// numbers each: flags (viewOpen, viewLeader, viewAsking), the last
+// entry's term, its index.
 func EncodeViews(vs []View) []byte {
 	b := make([]byte, 0, 24*len(vs))
 	for _, v := range vs {
@@ -130,6 +154,9 @@ func EncodeViews(vs []View) []byte {
 		}
 		if v.Leader {
 			f |= viewLeader
+		}
+		if v.Asking {
+			f |= viewAsking
 		}
 		b = binary.BigEndian.AppendUint64(b, f)
 		b = binary.BigEndian.AppendUint64(b, v.LastTerm)
@@ -145,7 +172,7 @@ func DecodeViews(b []byte) ([]View, error) {
 	vs := make([]View, 0, len(b)/24)
 	for ; len(b) > 0; b = b[24:] {
 		f := binary.BigEndian.Uint64(b)
-		vs = append(vs, View{Open: f&viewOpen != 0, Leader: f&viewLeader != 0,
+		vs = append(vs, View{Open: f&viewOpen != 0, Leader: f&viewLeader != 0, Asking: f&viewAsking != 0,
 			LastTerm: binary.BigEndian.Uint64(b[8:]), LastIndex: binary.BigEndian.Uint64(b[16:])})
 	}
 	return vs, nil
@@ -154,6 +181,7 @@ func DecodeViews(b []byte) ([]View, error) {
 const (
 	viewOpen = 1 << iota
 	viewLeader
+	viewAsking
 )
 
 // standAfterRestart: the metadata group's member, restarted, asks the
@@ -161,6 +189,7 @@ const (
 // until it knows a leader, RestartAskFor passed or the node stops.
 func (n *Node) standAfterRestart() {
 	defer n.wg.Done()
+	defer n.asking.Store(false)
 	start := time.Now()
 	var stood time.Time
 	for time.Since(start) < RestartAskFor {

@@ -117,6 +117,7 @@ func TestViewsCodec(t *testing.T) {
 		{},
 		{Open: true, LastTerm: 3, LastIndex: 1<<64 - 1},
 		{Open: true, Leader: true, LastTerm: 7, LastIndex: 12},
+		{Open: true, Asking: true, LastTerm: 7, LastIndex: 12},
 	}
 	b := cluster.EncodeViews(vs)
 	got, err := cluster.DecodeViews(b)

@@ -190,12 +190,12 @@ func (s *Server) startQuorumCluster(n *cluster.Node) {
 	// its groups (quorum.Type.Views). Not only once ready: a whole
 	// cluster's nodes reopen their replicas as they catch up, and they
 	// elect their leaders meanwhile.
-	n.Handle("quorum.views", func(_ context.Context, _ string, req []byte) ([]byte, error) {
+	n.Handle("quorum.views", func(_ context.Context, from string, req []byte) ([]byte, error) {
 		gids, err := decodeUint64s(req)
 		if err != nil {
 			return nil, fmt.Errorf("quorum.views: %w", err)
 		}
-		return cluster.EncodeViews(s.quorum.Views(gids)), nil
+		return cluster.EncodeViews(s.quorum.Views(from, gids)), nil
 	})
 	n.Handle("quorum.stat", s.whenReady(s.handleQuorumStat))
 	s.clusterWG.Add(1)

@@ -122,12 +122,13 @@ func (r *replicas) start(n string) {
 			return typ.Holds(gid, keys), nil
 		},
 		Views: func(ctx context.Context, node string, gids []uint64) ([]cluster.View, error) {
+			asker := n
 			typ := r.typ(node)
 			if typ == nil {
 				return nil, fmt.Errorf("node %s is down", node)
 			}
 			defer r.viewsAsked.Add(1)
-			return typ.Views(gids), nil
+			return typ.Views(asker, gids), nil
 		},
 		Forward: func(ctx context.Context, node string, gid uint64, data []byte) ([]byte, error) {
 			r.mu.Lock()

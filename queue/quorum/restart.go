@@ -20,18 +20,21 @@ import (
 // one question per node for all its groups, and each replica that
 // should stand does.
 
-// Views reports this node's view of each of groups (Config.Views).
-func (t *Type) Views(groups []uint64) []cluster.View {
+// Views reports this node's view of each of groups, as node asker is told
+// it (Config.Views, cluster.ViewOf).
+func (t *Type) Views(asker string, groups []uint64) []cluster.View {
 	qs := make([]*Queue, len(groups))
+	asking := make([]bool, len(groups))
 	t.mu.Lock()
 	for i, g := range groups {
 		qs[i] = t.queues[g]
+		asking[i] = qs[i] != nil && t.restarting[qs[i]] != nil
 	}
 	t.mu.Unlock()
 	out := make([]cluster.View, len(groups))
 	for i, q := range qs {
 		if q != nil {
-			out[i] = cluster.ViewOf(q.r)
+			out[i] = cluster.ViewOf(q.r, asker, asking[i])
 		}
 	}
 	return out

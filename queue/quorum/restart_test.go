@@ -137,3 +137,24 @@ func TestReplicatedRestartedMemberLeavesLeader(t *testing.T) {
 	}
 	waitUntil(t, "2 ready on a", func() bool { return qs["a"].Stats().Ready == 2 })
 }
+
+// The leader's node restarts before its members found its old process
+// gone: they still name it their leader, which its new replica is not.
+// They tell it they know no leader (their leader is the one asking), and
+// of the members with the most up-to-date log it is the one that asks,
+// so it stands, although a is first in name order.
+func TestReplicatedLeaderRestartedUnnoticed(t *testing.T) {
+	r, p, decl, qs := restartGroup(t, "c", 2)
+	waitUntil(t, "every log as long as the leader's", func() bool {
+		last := qs["c"].Raft().LastIndex()
+		return qs["a"].Raft().LastIndex() == last && qs["b"].Raft().LastIndex() == last
+	})
+	r.stop("c")
+	reopen(t, r, p, decl, qs, "c")
+	if qs["a"].Replica().Leader != "c" || qs["b"].Replica().Leader != "c" {
+		t.Fatalf("a and b follow %q and %q, want c (its old process)", qs["a"].Replica().Leader, qs["b"].Replica().Leader)
+	}
+	waitUntil(t, "c leads again", func() bool { return qs["c"].Leads() })
+	publishWait(t, qs["a"], "after")
+	waitUntil(t, "3 ready on c", func() bool { return qs["c"].Stats().Ready == 3 })
+}
