@@ -155,15 +155,9 @@ func Campaign(r *raft.Raft, self, lost string, lostTerm uint64, stagger time.Dur
 	if !followsLost(r, lost) {
 		return false
 	}
-	f := r.GetConfiguration()
-	if f.Error() != nil {
+	voters, ok := votersOf(r, lost)
+	if !ok {
 		return false
-	}
-	var voters []string
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != lost {
-			voters = append(voters, string(s.ID))
-		}
 	}
 	slices.Sort(voters)
 	rank := slices.Index(voters, self)
@@ -190,6 +184,22 @@ func Campaign(r *raft.Raft, self, lost string, lostTerm uint64, stagger time.Dur
 		return false
 	}
 	return standNow() == nil
+}
+
+// votersOf lists the voters of r's latest configuration but except, in
+// its order; false if raft cannot tell (it is shutting down).
+func votersOf(r *raft.Raft, except string) ([]string, bool) {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	var voters []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != except {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	return voters, true
 }
 
 // TimeoutNow sends the raft on t (this node's member of a group, named

@@ -93,15 +93,9 @@ func ShouldStand(r *raft.Raft, self string, views map[string]View) bool {
 	if _, id := r.LeaderWithID(); id != "" {
 		return false
 	}
-	f := r.GetConfiguration()
-	if f.Error() != nil {
+	voters, ok := votersOf(r, "")
+	if !ok {
 		return false
-	}
-	var voters []string
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters = append(voters, string(s.ID))
-		}
 	}
 	best := View{Open: true, Asking: true}
 	best.LastTerm, best.LastIndex = lastEntry(r)

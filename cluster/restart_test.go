@@ -21,9 +21,10 @@ func longTiming(c *clustertest.Cluster) {
 	c.Timing.LeaderLeaseTimeout = time.Minute
 }
 
-// A whole cluster restarted elects its metadata leader without waiting
-// for raft's heartbeat timeout, and commits again.
-func TestWholeRestartElects(t *testing.T) {
+// startWithOne starts a 3-node cluster, has its leader commit "before",
+// and returns the cluster and the leader once every node applied it.
+func startWithOne(t *testing.T) (*clustertest.Cluster, int) {
+	t.Helper()
 	c := clustertest.New(t, 3)
 	for i := range c.Nodes {
 		c.Start(i)
@@ -33,6 +34,13 @@ func TestWholeRestartElects(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitConverged(applyTimeout, 1)
+	return c, l
+}
+
+// A whole cluster restarted elects its metadata leader without waiting
+// for raft's heartbeat timeout, and commits again.
+func TestWholeRestartElects(t *testing.T) {
+	c, l := startWithOne(t)
 	for i := range c.Nodes {
 		c.Stop(i)
 	}
@@ -57,15 +65,7 @@ func TestWholeRestartElects(t *testing.T) {
 // and its log is as up to date as theirs (it is the first in name order
 // of the followers): the leader keeps leading, with no election.
 func TestRestartedMemberLeavesLeader(t *testing.T) {
-	c := clustertest.New(t, 3)
-	for i := range c.Nodes {
-		c.Start(i)
-	}
-	l := c.WaitLeader(leaderTimeout)
-	if _, err := c.Propose(l, "before", applyTimeout); err != nil {
-		t.Fatal(err)
-	}
-	c.WaitConverged(applyTimeout, 1)
+	c, l := startWithOne(t)
 	var followers []int
 	for i := range c.Nodes {
 		if i != l {
