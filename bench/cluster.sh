@@ -44,6 +44,14 @@
 #                   1 (the declare time per queue), then each node's CPU
 #                   (% of a core) and RSS at rest, 10 s after the last
 #                   declare, over IDLE_DUR=20 seconds
+#   RESTART_ALL=1   instead of all that: a whole cluster's restart. A
+#                   publisher with confirms, over all three nodes in
+#                   turn, to a quorum queue declared on node 1; after 5 s
+#                   every node gets kill -9, and all three start again
+#                   DOWN=2 seconds later (at once, in parallel); reports
+#                   the seconds from that start until the nodes accept
+#                   AMQP and until the queue confirms again
+#                   (RESTART_DUR=60 seconds of publishing in all)
 #   PPROF_PORT=p    Warren nodes serve Go profiles on 127.0.0.1:p..p+2
 #   IOSTALL=1       each throughput round also runs bench/iostall (one
 #                   writer, a sync each ms, for 3 s from 3 s in): the
@@ -69,6 +77,9 @@ FAILOVERS=${FAILOVERS:-1}
 PPROF_PORT=${PPROF_PORT:-}
 IDLE=${IDLE:-0}
 IDLE_DUR=${IDLE_DUR:-20}
+RESTART_ALL=${RESTART_ALL:-0}
+DOWN=${DOWN:-2}
+RESTART_DUR=${RESTART_DUR:-60}
 RABBIT_PORT=${RABBIT_PORT:-5701}
 WARREN_PORT=${WARREN_PORT:-5711}
 # The scripts themselves, not /usr/sbin's wrappers (which switch to the
@@ -161,6 +172,45 @@ failover() {
 	FO=$(jq -r 'if .resumed then .longest_gap_ms else "no confirms for \(.longest_gap_ms) ms, to the end" end' "$OUT/$label-failover.json" 2>/dev/null || echo -)
 }
 
+# wait_ports PORT: until 127.0.0.1 accepts connections on PORT..PORT+2
+# (2 minutes at most each).
+wait_ports() {
+	local i t
+	for i in 0 1 2; do
+		for ((t = 0; t < 1200; t++)); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$(($1 + i))") 2>/dev/null && break
+			sleep 0.1
+		done
+	done
+}
+
+# restart_all LABEL DECLARE_URL URLS KILL_FN START_FN WAIT_FN: the whole
+# cluster's restart (RESTART_ALL); sets RA to "serving_s confirming_s",
+# seconds from the restart: until every node accepts AMQP (WAIT_FN
+# returns), until the first confirm after it. Not in a subshell: the
+# nodes it starts join PIDS.
+restart_all() {
+	local label=$1 durl=$2 urls=$3 killfn=$4 startfn=$5 waitfn=$6 fp t0 t1 to
+	"$BIN/failover" --declare-url "$durl" --urls "$urls" --queue "cb-restart-$label" --queue-type quorum --duration "${RESTART_DUR}s" \
+		>"$OUT/$label-restart.json" 2>"$OUT/$label-restart.err" &
+	fp=$!
+	sleep 5
+	log "$label: kill -9 to every node"
+	$killfn
+	sleep "$DOWN"
+	t0=$(date +%s.%N)
+	log "$label: starting every node"
+	$startfn
+	$waitfn
+	t1=$(date +%s.%N)
+	log "$label: every node accepts AMQP $(echo "$t1 - $t0" | bc) s after the restart"
+	wait $fp || log "$label restart: $(tail -1 "$OUT/$label-restart.err")"
+	log "$label restart: $(jq -c '{confirmed, nacked, unknown, longest_gap_ms, gap_to, resumed}' "$OUT/$label-restart.json" 2>/dev/null)"
+	to=$(jq -r 'if .resumed then .gap_to else "" end' "$OUT/$label-restart.json" 2>/dev/null)
+	RA="$(printf '%.1f' "$(echo "$t1 - $t0" | bc)") -"
+	[[ -n $to ]] && RA=$(printf '%.1f %.1f' "$(echo "$t1 - $t0" | bc)" "$(echo "$(date -d "$to" +%s.%N) - $t0" | bc)")
+}
+
 # idle LABEL URL PID1 PID2 PID3: declares IDLE quorum queues through URL
 # (one connection, one channel), waits 10 s, then samples the three
 # processes' CPU time over IDLE_DUR seconds; prints "declare_ms_each
@@ -223,6 +273,25 @@ rabbit_kill1() {
 	kill -"$STOP_SIGNAL" "$p"
 	while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
 }
+rabbit_killall() {
+	local i p
+	for i in 1 2 3; do kill -9 "$(cat "$OUT/rabbit$i/pid")" 2>/dev/null; done
+	for i in 1 2 3; do
+		p=$(cat "$OUT/rabbit$i/pid")
+		while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+	done
+}
+# Each node waits for the others' tables at its start: all start at once.
+rabbit_startall() {
+	local i ps=()
+	for i in 1 2 3; do
+		rabbit_start "$i" &
+		ps+=($!)
+	done
+	wait "${ps[@]}"
+	for i in 1 2 3; do PIDS+=("$(cat "$OUT/rabbit$i/pid")"); done
+}
+rabbit_waitall() { wait_ports "$RABBIT_PORT"; }
 rabbit_run() {
 	if [[ ! -x $RABBIT_BIN/rabbitmq-server ]]; then
 		log "no $RABBIT_BIN/rabbitmq-server: skipping RabbitMQ"
@@ -242,6 +311,11 @@ rabbit_run() {
 	local u1=amqp://guest:guest@127.0.0.1:$RABBIT_PORT/ u2=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((RABBIT_PORT + 2))/
 	if ((IDLE > 0)); then
 		RESULT_RABBIT_IDLE=$(idle rabbit "$u1" "$(cat "$OUT/rabbit1/pid")" "$(cat "$OUT/rabbit2/pid")" "$(cat "$OUT/rabbit3/pid")")
+		return
+	fi
+	if [[ $RESTART_ALL == 1 ]]; then
+		restart_all rabbit "$u1" "$u1,$u2,$u3" rabbit_killall rabbit_startall rabbit_waitall
+		RESULT_RABBIT_RA=$RA
 		return
 	fi
 	[[ $FAILOVER_ONLY == 1 ]] || RESULT_RABBIT_QQ=$(perf rabbit-quorum "$u1" "$u2" quorum)
@@ -292,6 +366,13 @@ warren_leader() { echo "queue $1 led by $(curl -s -u guest:guest "http://127.0.0
 warren_kill1() { kill -"$STOP_SIGNAL" "${WPID[1]}"; wait "${WPID[1]}" 2>/dev/null; }
 # restart node 1 at once (kill -9 leaves nothing to wait for but the exit).
 warren_restart1() { warren_start 1; }
+warren_killall() {
+	local i
+	for i in 1 2 3; do kill -9 "${WPID[$i]}" 2>/dev/null; done
+	for i in 1 2 3; do wait "${WPID[$i]}" 2>/dev/null; done
+}
+warren_startall() { for i in 1 2 3; do warren_start "$i"; done; }
+warren_waitall() { wait_ports "$WARREN_PORT"; }
 warren_run() {
 	WSEEDS=127.0.0.1:$((WARREN_PORT + 20000)),127.0.0.1:$((WARREN_PORT + 20001)),127.0.0.1:$((WARREN_PORT + 20002))
 	for i in 1 2 3; do warren_start $i; done
@@ -300,6 +381,11 @@ warren_run() {
 	local u1=amqp://guest:guest@127.0.0.1:$WARREN_PORT/ u2=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 1))/ u3=amqp://guest:guest@127.0.0.1:$((WARREN_PORT + 2))/
 	if ((IDLE > 0)); then
 		RESULT_WARREN_IDLE=$(idle warren "$u1" "${WPID[1]}" "${WPID[2]}" "${WPID[3]}")
+		return
+	fi
+	if [[ $RESTART_ALL == 1 ]]; then
+		restart_all warren "$u1" "$u1,$u2,$u3" warren_killall warren_startall warren_waitall
+		RESULT_WARREN_RA=$RA
 		return
 	fi
 	if [[ $QUORUM_ONLY == 1 ]]; then
@@ -327,7 +413,7 @@ warren_run() {
 	RESULT_WARREN_CFO=$FO
 }
 
-RESULT_RABBIT_IDLE="- - -" RESULT_WARREN_IDLE="- - -" RESULT_RABBIT_QQ="- - - -" RESULT_RABBIT_FO=- RESULT_WARREN_CQ="- - - -" RESULT_WARREN_QQ="- - - -" RESULT_WARREN_QFO=- RESULT_WARREN_CFO=- WARREN_QQ_SKIP=""
+RESULT_RABBIT_IDLE="- - -" RESULT_WARREN_IDLE="- - -" RESULT_RABBIT_RA="- -" RESULT_WARREN_RA="- -" RESULT_RABBIT_QQ="- - - -" RESULT_RABBIT_FO=- RESULT_WARREN_CQ="- - - -" RESULT_WARREN_QQ="- - - -" RESULT_WARREN_QFO=- RESULT_WARREN_CFO=- WARREN_QQ_SKIP=""
 declare -a WPID
 for w in "${WHICH[@]}"; do
 	stop_all
@@ -353,6 +439,19 @@ if ((IDLE > 0)); then
 		echo "| RabbitMQ 3.10 | $a | $b | $c |"
 		read -r a b c <<<"$RESULT_WARREN_IDLE"
 		echo "| Warren | $a | $b | $c |"
+	} | tee "$OUT/cluster.md"
+	exit 0
+fi
+if [[ $RESTART_ALL == 1 ]]; then
+	{
+		echo "3-node clusters on $(hostname -s), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%d): a publisher with confirms to a quorum queue over all three nodes; kill -9 to every node, all started again ${DOWN}s later"
+		echo
+		echo "| broker | every node accepts AMQP, s after the start | the queue confirms again, s after the start |"
+		echo "|---|--:|--:|"
+		read -r a b <<<"$RESULT_RABBIT_RA"
+		echo "| RabbitMQ 3.10 | $a | $b |"
+		read -r a b <<<"$RESULT_WARREN_RA"
+		echo "| Warren | $a | $b |"
 	} | tee "$OUT/cluster.md"
 	exit 0
 fi
