@@ -12,33 +12,32 @@ import (
 )
 
 // A member of a group that restarted follows no leader, and raft makes it
-// stand only after its heartbeat timeout (the metadata group's 1.5 to
-// 3 s, a quorum queue's 5 to 10 s). When the whole cluster restarted,
-// every member waits so, and the group commits nothing meanwhile.
-// Standing at once (a TimeoutNow, which skips raft's pre-vote) is no
-// answer: a node restarted alone would depose the healthy leader it has
-// not heard from yet, since its members grant a TimeoutNow's vote
-// although they have a leader.
+// stand only after its heartbeat timeout (the metadata group's 1.5 to 3 s,
+// a quorum queue's 5 to 10 s). When the whole cluster restarted, every
+// member waits so, and the group commits nothing meanwhile. Standing at
+// once (a TimeoutNow, which skips raft's pre-vote) is no answer: a node
+// restarted alone would depose the healthy leader it has not heard from
+// yet, since its members grant a TimeoutNow's vote although they have a
+// leader.
 //
 // So a restarted member that knows no leader asks the group's other
-// voters, every RestartRound, what they know (a View each). It stands
-// once none of those that have the group open knows a leader, they and
-// it are a majority of the voters, and its log is the most up to date of
-// theirs (ShouldStand): the one member that wins their votes, as raft
-// grants a vote only to a log at least as up to date as the voter's.
-// Among equals, one that asks too (restarted as well) comes first, then
-// name order: a member that does not ask would not stand. (A member
-// whose leader is the asker knows none: the asker's new process does
-// not lead; it restarted before that member found its old one gone.) Any member that knows a leader (the
-// node restarted alone) keeps it from standing: the leader reaches it.
-// It stands again no sooner than RestartRestand after, should the
-// election fail (a member went down meanwhile), and stops asking after
+// voters, every RestartRound, what they know (a View each). It stands once
+// none of those that have the group open knows a leader, they and it are a
+// majority of the voters, and its log is the most up to date of theirs
+// (ShouldStand): the one member that wins their votes, as raft grants a
+// vote only to a log at least as up to date as the voter's. Among equals,
+// one that asks too (restarted as well) comes first, then name order: a
+// member that does not ask would not stand. (A member whose leader is the
+// asker knows none: the asker's new process does not lead; it restarted
+// before that member found its old one gone.) Any member that knows a
+// leader (the node restarted alone) keeps it from standing: the leader
+// reaches it. It stands again no sooner than RestartRestand after, should
+// the election fail (a member went down meanwhile), and stops asking after
 // RestartAskFor, leaving the group to raft's timeouts.
 //
 // Not covered: a member that does not ask may be strictly the most up to
-// date (it did not restart, or it stands on its own already: a
-// candidate knows no leader); the restarted ones leave it to raft's
-// timeouts.
+// date (it did not restart, or it stands on its own already: a candidate
+// knows no leader); the restarted ones leave it to raft's timeouts.
 const (
 	RestartRound   = 300 * time.Millisecond
 	RestartRestand = 2 * time.Second
@@ -56,9 +55,9 @@ type View struct {
 }
 
 // ViewOf is r's View as member asker is told it (the zero View once r is
-// shut down); asking: this member asks too. A leader known here that is the asker is none: the asker
-// restarted (its new process does not lead), faster than this member
-// found its old process gone.
+// shut down); asking: this member asks too. A leader known here that is
+// the asker is none: the asker restarted (its new process does not lead),
+// faster than this member found its old process gone.
 func ViewOf(r *raft.Raft, asker string, asking bool) View {
 	st := r.State()
 	if st == raft.Shutdown {
