@@ -140,7 +140,8 @@ func (s *Server) clusterQuorumConfig(c *quorum.Config) {
 }
 
 // encodeUint64s and decodeUint64s: quorum.holds' request (the group id,
-// then consumer keys) and answer (keys), 8 bytes each, big-endian.
+// then consumer keys) and answer (keys), and quorum.views' request (group
+// ids), 8 bytes each, big-endian.
 func encodeUint64s(vs []uint64) []byte {
 	b := make([]byte, 0, 8*len(vs))
 	for _, v := range vs {
