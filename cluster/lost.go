@@ -155,7 +155,7 @@ func Campaign(r *raft.Raft, self, lost string, lostTerm uint64, stagger time.Dur
 	if !followsLost(r, lost) {
 		return false
 	}
-	voters, ok := votersOf(r, lost)
+	voters, ok := Voters(r, lost)
 	if !ok {
 		return false
 	}
@@ -188,7 +188,7 @@ func Campaign(r *raft.Raft, self, lost string, lostTerm uint64, stagger time.Dur
 
 // votersOf lists the voters of r's latest configuration but except, in
 // its order; false if raft cannot tell (it is shutting down).
-func votersOf(r *raft.Raft, except string) ([]string, bool) {
+func Voters(r *raft.Raft, except string) ([]string, bool) {
 	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return nil, false

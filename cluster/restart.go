@@ -92,7 +92,7 @@ func ShouldStand(r *raft.Raft, self string, views map[string]View) bool {
 	if _, id := r.LeaderWithID(); id != "" {
 		return false
 	}
-	voters, ok := votersOf(r, "")
+	voters, ok := Voters(r, "")
 	if !ok {
 		return false
 	}

@@ -110,14 +110,9 @@ func (t *Type) electRestarted() {
 func (t *Type) restartRound(qs []*Queue) []*Queue {
 	ask := map[string][]uint64{}
 	for _, q := range qs {
-		f := q.r.GetConfiguration()
-		if f.Error() != nil {
-			continue
-		}
-		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter && string(s.ID) != t.cfg.NodeID {
-				ask[string(s.ID)] = append(ask[string(s.ID)], q.gid)
-			}
+		others, _ := cluster.Voters(q.r, t.cfg.NodeID)
+		for _, node := range others {
+			ask[node] = append(ask[node], q.gid)
 		}
 	}
 	views := make(map[uint64]map[string]cluster.View, len(qs))
