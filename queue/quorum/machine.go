@@ -689,11 +689,13 @@ func (s *machine) pop() *msg {
 	return m
 }
 
-func (s *machine) peek() *msg {
-	if m := s.returns.front(); m != nil {
-		return m
+// headExpires is the expiry of the message pop takes next (0: never),
+// and whether there is one.
+func (s *machine) headExpires() (int64, bool) {
+	if e, ok := s.returns.frontExpires(); ok {
+		return e, true
 	}
-	return s.ready.front()
+	return s.ready.frontExpires()
 }
 
 func (s *machine) full(size int) bool {
@@ -723,11 +725,11 @@ func (s *machine) expiryFor(m *queue.Message) int64 {
 // only the head expires; one behind an unexpired head waits).
 func (s *machine) expireHeads(fx *effects) {
 	for {
-		m := s.peek()
-		if m == nil || m.expires == 0 || m.expires > s.now {
+		e, ok := s.headExpires()
+		if !ok || e == 0 || e > s.now {
 			return
 		}
-		s.pop()
+		m := s.pop()
 		fx.dead = append(fx.dead, dead{m, queue.Expired})
 		s.forget(m)
 	}
@@ -735,9 +737,9 @@ func (s *machine) expireHeads(fx *effects) {
 
 func (s *machine) headExpiry() int64 {
 	var e int64
-	for _, m := range []*msg{s.returns.front(), s.ready.front()} {
-		if m != nil && m.expires != 0 && (e == 0 || m.expires < e) {
-			e = m.expires
+	for _, q := range [...]*deque{&s.returns, &s.ready} {
+		if x, ok := q.frontExpires(); ok && x != 0 && (e == 0 || x < e) {
+			e = x
 		}
 	}
 	return e
@@ -797,53 +799,4 @@ func (s *machine) checkout(fx *effects) {
 
 func (s *machine) entry(m *msg) queue.Entry {
 	return queue.Entry{Seq: m.id, Msg: m.body, Redelivered: m.count > 0, Returns: m.count, Expires: m.expires * int64(time.Millisecond)}
-}
-
-// deque is a FIFO with a front insert.
-type deque struct {
-	items []*msg
-	head  int
-}
-
-func (q *deque) len() int { return len(q.items) - q.head }
-
-func (q *deque) pushBack(m *msg) { q.items = append(q.items, m) }
-
-func (q *deque) pushFront(m *msg) {
-	if q.head > 0 {
-		q.head--
-		q.items[q.head] = m
-		return
-	}
-	q.items = append([]*msg{m}, q.items...)
-}
-
-func (q *deque) front() *msg {
-	if q.head < len(q.items) {
-		return q.items[q.head]
-	}
-	return nil
-}
-
-func (q *deque) popFront() *msg {
-	if q.head >= len(q.items) {
-		return nil
-	}
-	m := q.items[q.head]
-	q.items[q.head] = nil
-	q.head++
-	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
-	} else if q.head > 1024 && q.head*2 > len(q.items) {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
-	}
-	return m
-}
-
-func (q *deque) each(f func(*msg)) {
-	for _, m := range q.items[q.head:] {
-		f(m)
-	}
 }
