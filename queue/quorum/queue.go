@@ -1063,8 +1063,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 			delete(q.cancelling, k) // its cancel is applied
 		}
 	}
+	// Dead-lettered by the leader alone, as rabbit_fifo's effects are
+	// (at-most-once): every replica applies the entry, and each
+	// republishing it put one copy per member in the dead-letter queue.
 	var dead []queue.Dead
-	if !replayed && q.limits.HasDLX && q.hooks.DeadLetter != nil {
+	if !replayed && q.limits.HasDLX && q.hooks.DeadLetter != nil && q.r.State() == raft.Leader {
 		for _, x := range fx.dead {
 			dead = append(dead, queue.Dead{Msg: q.bodyOf(x.m), Reason: x.reason, Exchange: q.limits.DeadLetterExchange,
 				RoutingKey: q.limits.DeadLetterRoutingKey, HasRoutingKey: q.limits.HasDLRK})
