@@ -320,6 +320,13 @@ func (q *remoteQueue) AddConsumer(o queue.ConsumeOptions) error {
 			err = queue.ErrHasConsumers
 		case consumeDeleted:
 			err = queue.ErrDeleted
+		case queue.ErrPrefetchRequired.Error():
+			// The home answers the queue's other refusals with their
+			// text: these two are known again by it, so that the channel
+			// answers them as a local queue's (consumeError).
+			err = queue.ErrPrefetchRequired
+		case queue.ErrNoAckRefused.Error():
+			err = queue.ErrNoAckRefused
 		default:
 			err = errors.New(string(out))
 		}

@@ -417,7 +417,9 @@ func (v *vhost) Getter(a Actor, name string) (queue.Queue, queue.Getter, error) 
 		return nil, nil, err
 	}
 	g, ok := q.(queue.Getter)
-	if !ok {
+	// A stream of another node is a remoteQueue, a Getter of every type:
+	// refused as the stream itself refuses.
+	if !ok || q.Type().Info().Name == "stream" {
 		return nil, nil, &NotImplementedError{Op: "basic.get", Type: q.Type().Info().Name, Queue: name, VHost: v.name}
 	}
 	if q.Type().Info().Name == "quorum" && q.Decl().Args["x-single-active-consumer"] == true {
