@@ -36,6 +36,13 @@ var cases = []clusterCase{
 	{"MgmtNodeDown", true, mgmtNodeDown},
 	{"QuorumLeaderKilled", true, quorumLeaderKilled},
 	{"QuorumDeleteMember", false, quorumDeleteMember},
+	{"QuorumRejectPublishAcrossNodes", false, quorumRejectPublish},
+	{"QuorumDeliveryLimitAcrossNodes", false, quorumDeliveryLimit},
+	{"QuorumSingleActiveAcrossNodes", false, quorumSingleActive},
+	{"QuorumTTLAcrossNodes", false, quorumTTL},
+	{"StreamAcrossNodes", false, streamAcrossNodes},
+	{"QuorumRedeclareAcrossNodes", false, quorumRedeclare},
+	{"StreamMgmtAcrossNodes", false, streamMgmt},
 }
 
 // acrossNodes: declare on node 1, publish on node 2, consume on node 3.
