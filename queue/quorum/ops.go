@@ -459,12 +459,16 @@ func (q *Queue) Stop() {
 	}
 }
 
-// Stats implements queue.Queue, from the applied state.
+// Stats implements queue.Queue, from the applied state. Its consumers
+// are the group's, on every node (the waiting ones of a single active
+// consumer and the cancelled ones that still hold messages too), as
+// rabbit_fifo's query_consumer_count has them for the management API;
+// this node's that are not applied yet are counted too.
 func (q *Queue) Stats() queue.Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return queue.Stats{Ready: q.m.readyN, ReadyBytes: q.m.readyB, Unacked: max(len(q.m.out)-q.noAckOut, 0), Consumers: len(q.consumers),
-		InMemory: q.m.cachedN, InMemoryBytes: q.m.cachedB}
+	return queue.Stats{Ready: q.m.readyN, ReadyBytes: q.m.readyB, Unacked: max(len(q.m.out)-q.noAckOut, 0),
+		Consumers: max(len(q.m.consumers), len(q.consumers)), InMemory: q.m.cachedN, InMemoryBytes: q.m.cachedB}
 }
 
 // MessageStats implements queue.Queue.
