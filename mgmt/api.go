@@ -457,6 +457,14 @@ func (s *Server) queueJSON(node string, qi server.QueueInfo, owners map[string]s
 	// while that node is; a quorum queue's node is its leader (toQueue).
 	if home, up := s.broker.QueueHome(qi.VHost, qi.Name); home != "" && qi.Members == nil && qi.Type != "quorum" {
 		j.Node = home
+		if j.streamQueueJSON != nil {
+			// A stream is not replicated: its home is its only member
+			// (toQueue named the node answering).
+			j.Leader, j.Members, j.Online = home, []string{home}, []string{}
+			if up {
+				j.Online = []string{home}
+			}
+		}
 		if !up {
 			j.State = stateDown
 		}
