@@ -268,7 +268,7 @@ func streamDelivery(d amqp.Delivery) string {
 
 // streamAcrossNodes: a stream declared on node 1, published to on node
 // 2, read on node 3 from the first offset and on node 2 from the next;
-// basic.get and a consumer without basic.qos.
+// basic.get, a consumer without basic.qos and a no-ack one.
 func streamAcrossNodes(e *env) {
 	s := e.name("st")
 	e.say("declare on node1: %s", e.declare(0, s, true, false, amqp.Table{"x-queue-type": "stream"}))
@@ -305,6 +305,13 @@ func streamAcrossNodes(e *env) {
 	e.say("get on node3: %s", e.try(2, func(ch *amqp.Channel) error { _, _, err := ch.Get(s, false); return err }))
 	_, o = e.consumeTag(2, s, "noqos-"+s, 0, nil)
 	e.say("consume without basic.qos on node3: %s", o)
+	e.say("consume no-ack on node2: %s", e.try(1, func(ch *amqp.Channel) error {
+		if err := ch.Qos(10, 0, false); err != nil {
+			return err
+		}
+		_, err := ch.Consume(s, "noack-"+s, true, false, false, false, nil)
+		return err
+	}))
 	first.ch.Close()
 	next.ch.Close()
 	e.say("delete on node2: %s", e.deleteQueue(1, s))
