@@ -32,6 +32,13 @@ const nudgeDelay = 2 * time.Millisecond
 // raft.NewRaft returns: they arm nothing).
 func (n *Nudger) Set(r *raft.Raft) { n.r.Store(r) }
 
+// Leads reports whether the raft Set gave it leads its group (false
+// before Set).
+func (n *Nudger) Leads() bool {
+	r := n.r.Load()
+	return r != nil && r.State() == raft.Leader
+}
+
 // Applied is called after the FSM applied entry idx.
 func (n *Nudger) Applied(idx uint64) {
 	r := n.r.Load()

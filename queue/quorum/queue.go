@@ -1066,8 +1066,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// Dead-lettered by the leader alone, as rabbit_fifo's effects are
 	// (at-most-once): every replica applies the entry, and each
 	// republishing it put one copy per member in the dead-letter queue.
+	// (q.r is not set yet while NewRaft runs: the nudger's raft is
+	// read safely; a group of one voter is always its own leader.)
 	var dead []queue.Dead
-	if !replayed && q.limits.HasDLX && q.hooks.DeadLetter != nil && q.r.State() == raft.Leader {
+	if !replayed && q.limits.HasDLX && q.hooks.DeadLetter != nil && (q.place == nil || q.nudger.Leads()) {
 		for _, x := range fx.dead {
 			dead = append(dead, queue.Dead{Msg: q.bodyOf(x.m), Reason: x.reason, Exchange: q.limits.DeadLetterExchange,
 				RoutingKey: q.limits.DeadLetterRoutingKey, HasRoutingKey: q.limits.HasDLRK})
