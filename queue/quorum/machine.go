@@ -186,6 +186,9 @@ type effects struct {
 	// expiry is the earliest head expiry after the apply (0 none), for the
 	// leader's timer.
 	expiry int64
+	// used: a consumer came or went, or a basic.get was served, on any
+	// node: a use of the queue for x-expires (every replica times it).
+	used bool
 }
 
 type delivery struct {
@@ -315,13 +318,16 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 			return
 		}
 		s.consumers = append(s.consumers, &consumer{key: key, node: node, pid: pid, prefetch: prefetch, priority: prio, exclusive: excl})
+		fx.used = true
 		res(result{})
 	case opDetach:
 		key := d.u64()
 		s.detach(key, fx)
+		fx.used = true
 		res(result{})
 	case opCancel:
 		key := d.u64()
+		fx.used = true
 		if c := s.consumer(key); c != nil {
 			if c.out == 0 {
 				s.detach(key, fx)
@@ -405,6 +411,7 @@ func (s *machine) command(op uint8, pid, seq, idx uint64, pos uint32, d *decoder
 		}
 		res(result{})
 	case opGet, opGet2:
+		fx.used = true
 		noAck := d.u8() == 1
 		owner := getOwner
 		if op == opGet2 {

@@ -1126,6 +1126,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	for _, k := range live {
 		go q.reattach(k)
 	}
+	if fx.used && !replayed {
+		// A use on any node (its attach, cancel, detach or get is
+		// applied here too) keeps every replica's x-expires timer back,
+		// the declaring node's among them, which deletes the queue.
+		q.use()
+	}
 	q.settleNoAck(settled)
 	if len(dead) > 0 {
 		q.hooks.DeadLetter(q, dead)
