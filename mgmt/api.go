@@ -902,12 +902,13 @@ func (s *Server) getConnectionChannels(q *request) error {
 }
 
 func (s *Server) getConsumers(q *request) error {
-	cs, err := s.broker.Consumers(vhostParam(q))
+	cs, err := s.localConsumers(vhostParam(q))
 	if err != nil {
 		return err
 	}
-	node := s.broker.NodeName()
-	return q.replyList(listOf(cs, func(c server.ConsumerInfo) consumerJSON { return toConsumer(node, c) }))
+	// As RabbitMQ's, the list is the cluster's: the other running nodes'
+	// consumers (on channels of their connections) too.
+	return q.replyList(append(cs, s.remoteConsumers(vhostParam(q))...))
 }
 
 // checkPerm applies the AMQP permission check to an action the management

@@ -18,8 +18,9 @@ import (
 // quorum queue's leader and replicas.
 
 const (
-	nodeMethod  = "mgmt.node"
-	nodeTimeout = 2 * time.Second
+	nodeMethod      = "mgmt.node"
+	consumersMethod = "mgmt.consumers"
+	nodeTimeout     = 2 * time.Second
 )
 
 // answerNodeCalls lets other nodes ask this one for its /api/nodes entry.
@@ -27,6 +28,49 @@ func (s *Server) answerNodeCalls() {
 	s.broker.HandleCluster(nodeMethod, func(context.Context, string, []byte) ([]byte, error) {
 		return json.Marshal(s.nodeInfo())
 	})
+	s.broker.HandleCluster(consumersMethod, func(_ context.Context, _ string, req []byte) ([]byte, error) {
+		cs, err := s.localConsumers(string(req))
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(cs)
+	})
+}
+
+// localConsumers is /api/consumers' entries of this node's channels, of
+// vhost ("" for every vhost).
+func (s *Server) localConsumers(vhost string) ([]consumerJSON, error) {
+	cs, err := s.broker.Consumers(vhost)
+	if err != nil {
+		return nil, err
+	}
+	node := s.broker.NodeName()
+	out := make([]consumerJSON, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, toConsumer(node, c))
+	}
+	return out, nil
+}
+
+// remoteConsumers is the other running nodes' /api/consumers entries, of
+// vhost ("" for every vhost); a node that does not answer in time adds
+// none.
+func (s *Server) remoteConsumers(vhost string) []consumerJSON {
+	var out []consumerJSON
+	for _, m := range s.broker.ClusterStatus() {
+		if m.Self || !m.Running {
+			continue
+		}
+		b, err := s.broker.CallNode(m.Name, consumersMethod, []byte(vhost), nodeTimeout)
+		if err != nil {
+			continue
+		}
+		var got []consumerJSON
+		if json.Unmarshal(b, &got) == nil {
+			out = append(out, got...)
+		}
+	}
+	return out
 }
 
 // clusterNodes is every node's /api/nodes entry, by name.
