@@ -139,7 +139,10 @@ func (q *Queue) Counts() (ready, consumers int) {
 	if q.m.cfg.SAC {
 		active = min(active, 1)
 	}
-	return q.m.readyN, consumers + active
+	// And a consumer per message basic.get took unsettled (rabbit_fifo's
+	// once consumers, in its consumers map until the message is settled
+	// or returned).
+	return q.m.readyN, consumers + active + q.m.gotOut()
 }
 
 // DeclareCounts implements queue.DeclareCounter: the counts of a queue

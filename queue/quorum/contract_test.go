@@ -37,7 +37,7 @@ func TestContract(t *testing.T) {
 	t.Cleanup(func() { typ.Close() })
 	queuetest.Run(t, queuetest.Harness{Type: synced{typ}, Advance: clk.Advance, AwaitConfirms: true, Persistent: true,
 		Features: queuetest.Features{TTL: true, MaxLength: true, DeadLetter: true, SingleActive: true, ConsumerPrio: true,
-			RejectPastLimit: true}}) // no ExclusiveUse: rabbit_fifo ignores the flag
+			RejectPastLimit: true, GetIsConsumer: true}}) // no ExclusiveUse: rabbit_fifo ignores the flag
 }
 
 // synced makes durable quorum queues whose settlements, kicks and

@@ -582,6 +582,17 @@ func (s *machine) consumer(key uint64) *consumer {
 	return nil
 }
 
+// gotOut is how many messages basic.get has checked out (unsettled):
+// every checked-out message is a consumer's (counted in its out) or a
+// get's.
+func (s *machine) gotOut() int {
+	n := len(s.out)
+	for _, c := range s.consumers {
+		n -= c.out
+	}
+	return max(n, 0)
+}
+
 // ownedBy lists the messages checked out to key, by id.
 func (s *machine) ownedBy(key uint64) []*msg {
 	var ms []*msg

@@ -463,12 +463,15 @@ func (q *Queue) Stop() {
 // are the group's, on every node (the waiting ones of a single active
 // consumer and the cancelled ones that still hold messages too), as
 // rabbit_fifo's query_consumer_count has them for the management API;
-// this node's that are not applied yet are counted too.
+// this node's that are not applied yet are counted too. Each message a
+// basic.get took unsettled counts as a consumer as well: rabbit_fifo
+// checks it out to a consumer of its own ({DeliveryTag, ChannelPid},
+// lifetime once) that goes when the message is settled or returned.
 func (q *Queue) Stats() queue.Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return queue.Stats{Ready: q.m.readyN, ReadyBytes: q.m.readyB, Unacked: max(len(q.m.out)-q.noAckOut, 0),
-		Consumers: max(len(q.m.consumers), len(q.consumers)), InMemory: q.m.cachedN, InMemoryBytes: q.m.cachedB}
+		Consumers: max(len(q.m.consumers), len(q.consumers)) + q.m.gotOut(), InMemory: q.m.cachedN, InMemoryBytes: q.m.cachedB}
 }
 
 // MessageStats implements queue.Queue.
