@@ -43,6 +43,14 @@ var cases = []clusterCase{
 	{"StreamAcrossNodes", false, streamAcrossNodes},
 	{"QuorumRedeclareAcrossNodes", false, quorumRedeclare},
 	{"StreamMgmtAcrossNodes", false, streamMgmt},
+	{"QuorumDropHeadDLXAcrossNodes", false, quorumDropHeadDLX},
+	{"QuorumPolicyAcrossNodes", false, quorumPolicy},
+	{"QuorumTxAcrossNodes", false, quorumTx},
+	{"QuorumConsumerPriorityAcrossNodes", false, quorumConsumerPriority},
+	{"QuorumMandatoryAndPropertiesAcrossNodes", false, quorumProperties},
+	{"QuorumDeleteIfUnusedIfEmptyAcrossNodes", false, quorumConditionalDelete},
+	{"StreamRetentionAndOffsetsAcrossNodes", false, streamRetention},
+	{"MgmtConsumersAcrossNodes", false, mgmtConsumers},
 }
 
 // acrossNodes: declare on node 1, publish on node 2, consume on node 3.
