@@ -22,6 +22,7 @@
 #   UPDATE_GOLDEN=1    copy RabbitMQ's record to
 #                      conformance/clusterconf/testdata/rabbitmq-3.10.json
 #   RABBIT_BIN=/usr/lib/rabbitmq/bin
+#   WARREN_ARGS="..."  more flags for every Warren node (e.g. --log-level debug)
 #   OUT=dir            logs, data, records (default: a temp dir, removed)
 # It never touches the RabbitMQ on 5672 (nor bench/cluster.sh's on 5701-5703):
 # its nodes are wconf1..3@host with their own ports, data and log dirs,
@@ -71,7 +72,7 @@ warren_start() {
 	WARREN_CLUSTER_SECRET=cluster-conformance-secret setsid "$out/bin/warren" --node-name "wconf$i@$HOST" \
 		--listen "127.0.0.1:$((WARREN_PORT + i - 1))" --mgmt-listen "127.0.0.1:$((WARREN_PORT + 20 + i - 1))" \
 		--prometheus-listen off --data-dir "$out/warren$i/data" \
-		--cluster-listen "127.0.0.1:$((WARREN_PORT + 10 + i - 1))" --cluster-seeds "$seeds" >>"$out/warren$i/log" 2>&1 </dev/null &
+		--cluster-listen "127.0.0.1:$((WARREN_PORT + 10 + i - 1))" --cluster-seeds "$seeds" ${WARREN_ARGS:-} >>"$out/warren$i/log" 2>&1 </dev/null &
 	echo $! >"$out/warren$i/pid"
 	echo $! >>"$out/pids"
 }
