@@ -27,7 +27,7 @@ func (f *nudgeFSM) Apply(l *raft.Log) any {
 }
 
 func (f *nudgeFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, fmt.Errorf("no snapshots") }
-func (f *nudgeFSM) Restore(io.ReadCloser) error       { return fmt.Errorf("no snapshots") }
+func (f *nudgeFSM) Restore(io.ReadCloser) error         { return fmt.Errorf("no snapshots") }
 
 // An entry whose AppendEntries went out together with a barrier appended
 // right after it (a forwarded entry between a nudge's check and its
