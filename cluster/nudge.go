@@ -14,19 +14,14 @@ import (
 // the followers' state machines (a quorum queue's deliveries to their
 // nodes' consumers, a declared queue's record on the other nodes) a
 // commit timeout late. Applied, called by the leader's FSM after each
-// entry, arms a nudge: if, nudgeDelay later, the leader has applied
-// every entry of its log, it appends a barrier (an entry of no effect,
-// which FSMs never see, so it arms nothing), whose AppendEntries carries
-// the commit index. Entries still on their way then carry it anyway: their
-// own application arms a nudge again. The last entry may itself be a
-// barrier: one appended before the entry applied was committed (a
-// forwarded entry came between a nudge's check and its barrier) told the
-// followers nothing of that entry, and left alone they learned of it a
-// commit timeout later (10 to 20 s for a quorum queue's group: a
-// consumer on another node waited that long for its attach).
+// entry, arms a nudge: if nothing is appended after that entry within
+// nudgeDelay, the leader appends a barrier (an entry of no effect, which
+// FSMs never see, so it arms nothing), whose AppendEntries carries the
+// commit index. Entries appended meanwhile carry it anyway.
 type Nudger struct {
 	r     atomic.Pointer[raft.Raft]
 	armed atomic.Bool
+	at    atomic.Uint64 // the index it was armed at
 }
 
 // nudgeDelay is how long a leader waits, after applying its last entry,
@@ -47,20 +42,19 @@ func (n *Nudger) Leads() bool {
 // Applied is called after the FSM applied entry idx.
 func (n *Nudger) Applied(idx uint64) {
 	r := n.r.Load()
-	if r == nil || r.State() != raft.Leader {
+	if r == nil || r.State() != raft.Leader || r.LastIndex() != idx {
 		return
 	}
+	n.at.Store(idx)
 	if n.armed.CompareAndSwap(false, true) {
 		time.AfterFunc(nudgeDelay, n.nudge)
 	}
 }
 
-// nudge appends a barrier if the leader applied (raft's applied index
-// counts barriers) every entry of its log.
 func (n *Nudger) nudge() {
 	n.armed.Store(false)
 	r := n.r.Load()
-	if r.State() == raft.Leader && r.AppliedIndex() == r.LastIndex() {
+	if r.State() == raft.Leader && r.LastIndex() == n.at.Load() {
 		r.Barrier(0) // its outcome does not matter: what follows tells the followers too
 	}
 }
