@@ -65,32 +65,7 @@ func quorumPolicy(e *env) {
 	if c == nil {
 		return
 	}
-	for n := 0; n < 4; n++ {
-		var d amqp.Delivery
-		got, done := false, ""
-		deadline := time.Now().Add(waitTimeout)
-		for !got && done == "" {
-			select {
-			case x, ok := <-c.ds:
-				if !ok {
-					done = "deliveries ended"
-				}
-				d, got = x, ok
-			case <-time.After(100 * time.Millisecond):
-				if p := e.passive(1, dlq); p == "ok messages=1 consumers=0" {
-					done = "dlq on node2: " + p
-				} else if time.Now().After(deadline) {
-					done = fmt.Sprintf("neither a delivery nor the dlq's message within %v", waitTimeout)
-				}
-			}
-		}
-		if done != "" {
-			e.say("%s", done)
-			break
-		}
-		e.say("node3 got %s %s", delivery(d), headers(d.Headers))
-		e.say("nack requeue: %s", outcome(d.Nack(false, true)))
-	}
+	e.nackUntilDead(c, 2, 1, dlq, 4)
 	e.say("then: %s", c.quiet())
 	e.say("passive on node1: %s", e.eventually(func() string { return e.passive(0, q) },
 		func(s string) bool { return s == "ok messages=0 consumers=1" }))

@@ -148,7 +148,21 @@ func quorumDeliveryLimit(e *env) {
 	}
 	// Each delivery is returned; after each, the next delivery or the
 	// message in the dlq, whichever comes.
-	for n := 0; n < 6; n++ {
+	e.nackUntilDead(c, 1, 0, dlq, 6)
+	e.say("then: %s", c.quiet())
+	e.say("passive on node3: %s", e.eventually(func() string { return e.passive(2, q) },
+		func(s string) bool { return s == "ok messages=0 consumers=1" }))
+	e.say("get dlq on node1: %s", e.getLine(0, dlq))
+	c.ch.Close()
+	e.say("delete on node1: %s %s", e.deleteQueue(0, q), e.deleteQueue(0, dlq))
+}
+
+// nackUntilDead returns (nack, requeue) each delivery consumer c on node
+// cons gets, at most max times, until the dead-letter queue dlq, asked on
+// node at, holds the message: each delivery's line, then the dlq's (or
+// why the wait ended).
+func (e *env) nackUntilDead(c *consumer, cons, at int, dlq string, max int) {
+	for n := 0; n < max; n++ {
 		var d amqp.Delivery
 		got, done := false, ""
 		deadline := time.Now().Add(waitTimeout)
@@ -160,8 +174,8 @@ func quorumDeliveryLimit(e *env) {
 				}
 				d, got = x, ok
 			case <-time.After(100 * time.Millisecond):
-				if p := e.passive(0, dlq); p == "ok messages=1 consumers=0" {
-					done = "dlq on node1: " + p
+				if p := e.passive(at, dlq); p == "ok messages=1 consumers=0" {
+					done = fmt.Sprintf("dlq on node%d: %s", at+1, p)
 				} else if time.Now().After(deadline) {
 					done = fmt.Sprintf("neither a delivery nor the dlq's message within %v", waitTimeout)
 				}
@@ -169,17 +183,11 @@ func quorumDeliveryLimit(e *env) {
 		}
 		if done != "" {
 			e.say("%s", done)
-			break
+			return
 		}
-		e.say("node2 got %s %s", delivery(d), headers(d.Headers))
+		e.say("node%d got %s %s", cons+1, delivery(d), headers(d.Headers))
 		e.say("nack requeue: %s", outcome(d.Nack(false, true)))
 	}
-	e.say("then: %s", c.quiet())
-	e.say("passive on node3: %s", e.eventually(func() string { return e.passive(2, q) },
-		func(s string) bool { return s == "ok messages=0 consumers=1" }))
-	e.say("get dlq on node1: %s", e.getLine(0, dlq))
-	c.ch.Close()
-	e.say("delete on node1: %s %s", e.deleteQueue(0, q), e.deleteQueue(0, dlq))
 }
 
 // sacTag is node i's management view of q's single active consumer:
